@@ -1,0 +1,51 @@
+"""Clients of the psoup gRPC server, with the embedded engine's method names.
+
+``PSoupClient`` blocks; ``AsyncPSoupClient`` runs on grpc.aio. Failed calls raise
+``PSoupRpcError`` or its subclass for the status code (``NotFound``, ``InvalidArgument``,
+...; see ``clients.errors``). Results are ``psoup.Result``; stream and query descriptions
+and ingest acks are the dataclasses of ``clients.messages``.
+"""
+
+from clients.async_client import AsyncPSoupClient, AsyncSubscription
+from clients.channel import DEFAULT
+from clients.errors import (
+    AlreadyExists,
+    Cancelled,
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    PSoupRpcError,
+    ResourceExhausted,
+    Unauthenticated,
+    Unavailable,
+)
+from clients.messages import CURRENT, NEW, Bound, IngestAck, QueryInfo, StreamInfo, Window
+from clients.psoup_client import PSoupClient, Subscription
+
+__all__ = [
+    "CURRENT",
+    "DEFAULT",
+    "NEW",
+    "AlreadyExists",
+    "AsyncPSoupClient",
+    "AsyncSubscription",
+    "Bound",
+    "Cancelled",
+    "DeadlineExceeded",
+    "FailedPrecondition",
+    "IngestAck",
+    "InvalidArgument",
+    "NotFound",
+    "PSoupClient",
+    "PSoupRpcError",
+    "PermissionDenied",
+    "QueryInfo",
+    "ResourceExhausted",
+    "StreamInfo",
+    "Subscription",
+    "Unauthenticated",
+    "Unavailable",
+    "Window",
+]

@@ -1,0 +1,268 @@
+"""The clients' typed values and their translation to and from the API's messages.
+
+Both clients (sync and grpc.aio) build every request and read every response through
+this module, so they differ only in how they wait. Column values go through
+``psoup.api.codec``; nothing here converts values itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from psoup.api import codec
+from psoup.api import psoup_pb2 as pb
+from psoup.result import Result
+
+#: Kinds of subscription events, as ``subscribe`` yields them.
+CURRENT, NEW = "current", "new"
+_KINDS = {pb.SubscribeResponse.CURRENT: CURRENT, pb.SubscribeResponse.NEW: NEW}
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """A stream's declaration and counters, as the server describes it.
+
+    ``schema`` maps attribute -> type ('int', 'float', 'str') in declaration order;
+    ``last_ts`` is None before the first tuple.
+    """
+
+    name: str
+    schema: dict[str, str]
+    time: str
+    max_window: int | float | None = None
+    tuples_stored: int = 0
+    tuples_ingested: int = 0
+    queries: int = 0
+    last_ts: int | float | None = None
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One end of a registered window: ``NOW + offset`` if ``relative_to_now``, else ``offset``."""
+
+    relative_to_now: bool
+    offset: int | float
+
+    def __str__(self) -> str:
+        if not self.relative_to_now:
+            return str(self.offset)
+        if not self.offset:
+            return "NOW"
+        sign = "-" if self.offset < 0 else "+"
+        return f"NOW {sign} {abs(self.offset)}"
+
+
+@dataclass(frozen=True)
+class Window:
+    """A query's window as registered (``BEGIN begin END end``)."""
+
+    begin: Bound
+    end: Bound
+
+    def __str__(self) -> str:
+        return f"BEGIN {self.begin} END {self.end}"
+
+
+@dataclass(frozen=True)
+class QueryInfo:
+    """A registered query: its text, parameters, result schema, window and counters."""
+
+    handle: str
+    text: str
+    params: dict[str, int | float | str | None]
+    columns: tuple[str, ...]
+    types: tuple[str, ...]
+    window: Window
+    streams: tuple[str, ...]
+    registered_at: float = 0.0
+    invocations: int = 0
+
+
+@dataclass(frozen=True)
+class IngestAck:
+    """The server's acknowledgement of one batch: its tuple ids and the matches it made.
+
+    ``first_tuple_id``..``last_tuple_id`` inclusive; both 0 when ``rows`` is 0.
+    """
+
+    batch_id: int
+    rows: int
+    first_tuple_id: int
+    last_tuple_id: int
+    matches: int
+
+
+def number(x: float) -> int | float:
+    """A double from the wire as the engine would give it: integral values become int.
+
+    The API carries times as doubles; int time attributes are by far the common case, and
+    giving them back as int keeps results equal in type to the embedded engine's.
+    """
+    if x.is_integer() and abs(x) < 2**53:
+        return int(x)
+    return x
+
+
+# ------------------------------------------------------------------------------ requests
+
+
+def create_stream_request(
+    name: str, schema: Mapping[str, str], time: str, max_window: float | None
+) -> pb.CreateStreamRequest:
+    """A CreateStreamRequest; an unknown type name is sent unspecified (the server names it)."""
+    req = pb.CreateStreamRequest(
+        name=name,
+        attributes=[
+            pb.Attribute(name=a, type=codec.TYPE_TO_PB.get(t, pb.TYPE_UNSPECIFIED))
+            for a, t in schema.items()
+        ],
+        time=time,
+    )
+    if max_window is not None:
+        req.max_window = float(max_window)
+    return req
+
+
+def register_request(text: str, params: Mapping[str, object] | None) -> pb.RegisterQueryRequest:
+    """A RegisterQueryRequest; raises codec.CodecError for a value that cannot be sent."""
+    return pb.RegisterQueryRequest(
+        text=text, params={k: codec.to_value(v) for k, v in (params or {}).items()}
+    )
+
+
+def invoke_request(handle: str, now: float | None, page_rows: int) -> pb.InvokeQueryRequest:
+    """An InvokeQueryRequest (``now`` None: the server's NOW; ``page_rows`` 0: its default)."""
+    req = pb.InvokeQueryRequest(handle=handle, page_rows=page_rows)
+    if now is not None:
+        req.now = float(now)
+    return req
+
+
+# ----------------------------------------------------------------------------- responses
+
+
+def stream_info(msg: pb.StreamInfo) -> StreamInfo:
+    """A ``StreamInfo`` from its message."""
+    return StreamInfo(
+        name=msg.name,
+        schema={
+            a.name: codec.type_name(a.type, f"attributes[{i}].type")
+            for i, a in enumerate(msg.attributes)
+        },
+        time=msg.time,
+        max_window=number(msg.max_window) if msg.HasField("max_window") else None,
+        tuples_stored=msg.tuples_stored,
+        tuples_ingested=msg.tuples_ingested,
+        queries=msg.queries,
+        last_ts=codec.from_value(msg.last_ts) if msg.HasField("last_ts") else None,
+    )
+
+
+def _bound(b: pb.Window.Bound) -> Bound:
+    return Bound(b.relative_to_now, number(b.offset))
+
+
+def query_info(msg: pb.QueryInfo) -> QueryInfo:
+    """A ``QueryInfo`` from its message."""
+    return QueryInfo(
+        handle=msg.handle,
+        text=msg.text,
+        params={k: codec.from_value(v) for k, v in sorted(msg.params.items())},
+        columns=tuple(c.name for c in msg.columns),
+        types=tuple(codec.type_name(c.type, "columns.type") for c in msg.columns),
+        window=Window(_bound(msg.window.begin), _bound(msg.window.end)),
+        streams=tuple(msg.streams),
+        registered_at=msg.registered_at,
+        invocations=msg.invocations,
+    )
+
+
+def ingest_ack(msg: pb.IngestAck) -> IngestAck:
+    """An ``IngestAck`` from its message."""
+    return IngestAck(msg.batch_id, msg.rows, msg.first_tuple_id, msg.last_tuple_id, msg.matches)
+
+
+def stats(msg: pb.StatsResponse) -> dict[str, object]:
+    """The Stats response as a dict shaped like ``Engine.stats()``, plus the server's counters."""
+    lat = msg.invoke_latency
+    return {
+        "strategy": msg.strategy,
+        "queries": msg.queries,
+        "matches_marked": msg.matches_marked,
+        "ingest_rate": msg.ingest_rate,
+        "invoke_latency": {
+            "p50_ms": lat.p50_ms,
+            "p90_ms": lat.p90_ms,
+            "p99_ms": lat.p99_ms,
+            "count": lat.count,
+        },
+        "queue_depth": msg.queue_depth,
+        "memory_bytes": msg.memory_bytes,
+        "subscriptions": msg.subscriptions,
+        "streams": {
+            s.name: {
+                "tuples_stored": s.tuples_stored,
+                "tuples_ingested": s.tuples_ingested,
+                "bytes": s.bytes,
+                "indexed_blocks": dict(sorted(s.indexed_blocks.items())),
+                "query_entries": s.query_entries,
+            }
+            for s in msg.streams
+        },
+    }
+
+
+@dataclass
+class PageAssembler:
+    """Collects the pages of one InvokeQuery into a ``Result``. O(rows x columns)."""
+
+    columns: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+    rows: list[tuple] = field(default_factory=list)
+    now: int | float | None = None
+    window: tuple[int | float, int | float] | None = None
+    _first: bool = True
+
+    def add(self, page: pb.InvokeQueryResponse) -> None:
+        """Take one page (the first one carries the columns, NOW and the window)."""
+        if self._first:
+            self._first = False
+            self.columns = tuple(c.name for c in page.columns)
+            self.types = tuple(codec.type_name(c.type, "columns.type") for c in page.columns)
+            self.now, self.window = _times(page)
+        self.rows.extend(codec.decode_rows(page.data, page.rows))
+
+    def result(self) -> Result:
+        """The assembled result."""
+        return Result(self.columns, self.types, self.rows, self.now, self.window)
+
+
+@dataclass
+class EventDecoder:
+    """Turns Subscribe messages into ``(kind, Result, first_tuple_id)`` events.
+
+    Remembers the columns, in case a server sends them only once.
+    """
+
+    columns: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+
+    def decode(self, msg: pb.SubscribeResponse) -> tuple[str, Result, int]:
+        """One event: ``kind`` is ``CURRENT`` or ``NEW``."""
+        if msg.columns:
+            self.columns = tuple(c.name for c in msg.columns)
+            self.types = tuple(codec.type_name(c.type, "columns.type") for c in msg.columns)
+        rows = codec.decode_rows(msg.data, msg.rows)
+        kind = _KINDS.get(msg.kind, NEW)
+        now, window = _times(msg)
+        return kind, Result(self.columns, self.types, rows, now, window), msg.first_tuple_id
+
+
+def _times(msg) -> tuple[int | float | None, tuple[int | float, int | float] | None]:
+    """(NOW, window) of an InvokeQueryResponse or SubscribeResponse, None where unset."""
+    now = codec.from_value(msg.now) if msg.HasField("now") else None
+    window = None
+    if msg.HasField("window_begin") and msg.HasField("window_end"):
+        window = (codec.from_value(msg.window_begin), codec.from_value(msg.window_end))
+    return now, window

@@ -1,0 +1,402 @@
+"""``PSoupClient``: the blocking client of a psoup server, with the embedded engine's methods.
+
+::
+
+    from clients import PSoupClient
+
+    with PSoupClient("localhost:50051", token="...") as c:
+        c.create_stream("r", {"a": "int", "t": "int"}, time="t")
+        c.insert("r", [(1, 10), (7, 11)])
+        h = c.register("SELECT * FROM r WHERE r.a < :x BEGIN NOW - 10 END NOW", {"x": 5})
+        c.invoke(h).rows  # [(1, 10)]
+
+Every failed call raises ``clients.errors.PSoupRpcError`` (a subclass per status code).
+Deadlines: each method takes ``timeout`` (seconds; None: no deadline). Its default is the
+client's ``timeout`` for the calls that answer at once (everything but ``ingest``,
+``insert``, ``insert_columns`` and ``subscribe``); those last as long as their data, so
+they have no deadline unless given one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from clients import batching, channel, messages
+from clients.channel import DEFAULT, Timeout
+from clients.errors import InvalidArgument, error_from_rpc
+from clients.messages import IngestAck, QueryInfo, StreamInfo
+from psoup.api import codec
+from psoup.api import psoup_pb2 as pb
+from psoup.api import psoup_pb2_grpc as pb_grpc
+from psoup.engine import InsertResult
+from psoup.result import Result
+from stems.schema import Schema
+
+
+class Subscription:
+    """An open Subscribe call: iterate it for ``(kind, Result, first_tuple_id)`` events.
+
+    ``kind`` is ``"current"`` (the result at subscription time, first, if asked for) or
+    ``"new"`` (one batch's new matches; for aggregates the new aggregate rows). Iteration
+    ends when the query is unregistered or after ``cancel()``, which may be called from
+    any thread. Use it as a context manager to cancel on exit.
+    """
+
+    def __init__(self, call):
+        self._call = call
+        self._decoder = messages.EventDecoder()
+        self._cancelled = False
+
+    def __iter__(self) -> Iterator[tuple[str, Result, int]]:
+        return self
+
+    def __next__(self) -> tuple[str, Result, int]:
+        try:
+            msg = next(self._call)
+        except grpc.RpcError as err:
+            if self._cancelled:
+                raise StopIteration from None
+            raise error_from_rpc(err) from err
+        return self._decoder.decode(msg)
+
+    def cancel(self) -> None:
+        """End the subscription; a blocked iteration stops."""
+        self._cancelled = True
+        self._call.cancel()
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cancel()
+
+
+class PSoupClient:
+    """A connection to a psoup server, with the embedded ``psoup.Engine``'s methods.
+
+    ``target`` is ``host:port``; ``token`` is sent as ``authorization: Bearer <token>``;
+    ``timeout`` is the default deadline in seconds (see the module docstring);
+    ``root_certificates`` (PEM bytes or a file path) turns on TLS, as does ``tls=True``
+    (system roots). ``batch_rows`` is the size of the batches ``insert`` cuts rows into,
+    ``max_in_flight`` how many batches may await their ack at once on an Ingest call.
+    The channel connects lazily: an unreachable server shows at the first call, as
+    ``Unavailable``. Thread-safe, like the gRPC channel under it.
+    """
+
+    def __init__(
+        self,
+        target: str = "localhost:50051",
+        token: str | None = None,
+        timeout: float | None = 30.0,
+        root_certificates: bytes | str | Path | None = None,
+        *,
+        tls: bool | None = None,
+        batch_rows: int = 8192,
+        max_in_flight: int = 8,
+        max_message_bytes: int = channel.MAX_MESSAGE_BYTES,
+    ):
+        if batch_rows < 1 or max_in_flight < 1:
+            raise ValueError("batch_rows and max_in_flight must be positive")
+        self.target = target
+        self.timeout = timeout
+        self.batch_rows = batch_rows
+        self.max_in_flight = max_in_flight
+        self._metadata = channel.metadata(token)
+        creds = channel.credentials(root_certificates, tls)
+        self._channel = channel.sync_channel(target, creds, channel.options(max_message_bytes))
+        self._stub = pb_grpc.PSoupStub(self._channel)
+        self._schemas: dict[str, Schema] = {}
+
+    # -- plumbing ---------------------------------------------------------------------
+    def _unary(self, method, request, timeout: Timeout):
+        try:
+            return method(
+                request,
+                timeout=channel.deadline(timeout, self.timeout),
+                metadata=self._metadata,
+            )
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from err
+
+    def _schema(self, stream: str) -> Schema:
+        """The stream's schema, asked of the server once per stream."""
+        schema = self._schemas.get(stream)
+        if schema is None:
+            schema = batching.schema_of(self.describe_stream(stream))
+            self._schemas[stream] = schema
+        return schema
+
+    # -- streams ----------------------------------------------------------------------
+    def create_stream(
+        self,
+        name: str,
+        schema: Mapping[str, str],
+        time: str,
+        max_window: int | float | None = None,
+        *,
+        timeout: Timeout = DEFAULT,
+    ) -> StreamInfo:
+        """Declare a stream (attribute -> 'int' | 'float' | 'str'); returns its description.
+
+        InvalidArgument for a bad declaration, AlreadyExists if the name is taken.
+        """
+        req = messages.create_stream_request(name, schema, time, max_window)
+        info = messages.stream_info(self._unary(self._stub.CreateStream, req, timeout))
+        self._schemas[name] = batching.schema_of(info)
+        return info
+
+    def describe_stream(self, name: str, *, timeout: Timeout = DEFAULT) -> StreamInfo:
+        """A stream's declaration and counters; NotFound if unknown."""
+        req = pb.DescribeStreamRequest(name=name)
+        return messages.stream_info(self._unary(self._stub.DescribeStream, req, timeout))
+
+    def list_streams(self, *, timeout: Timeout = DEFAULT) -> list[StreamInfo]:
+        """Every stream, by name."""
+        resp = self._unary(self._stub.ListStreams, pb.ListStreamsRequest(), timeout)
+        return [messages.stream_info(s) for s in resp.streams]
+
+    def drop_stream(self, name: str, *, timeout: Timeout = DEFAULT) -> None:
+        """Forget a stream and its tuples; FailedPrecondition while queries read it."""
+        self._schemas.pop(name, None)
+        self._unary(self._stub.DropStream, pb.DropStreamRequest(name=name), timeout)
+
+    # -- ingest -----------------------------------------------------------------------
+    def insert(
+        self,
+        stream: str,
+        rows: Iterable[Sequence | Mapping],
+        *,
+        timeout: Timeout = None,
+    ) -> InsertResult:
+        """Append tuples (schema order, or dicts) in batches of ``batch_rows``.
+
+        All rows are validated before anything is sent (InvalidArgument names the row,
+        0-based in ``rows``, and the column). The batches then go over one Ingest call,
+        pipelined; each is applied whole, so if the server refuses one (e.g. a timestamp
+        older than the stream's latest) the batches before it stay applied. Returns the
+        tuple id range and matches of the whole insert. O(rows x attributes) Python work
+        to transpose the rows; ``insert_columns`` with numpy arrays avoids it.
+        """
+        schema = self._schema(stream)
+        arrays = batching.rows_to_arrays(stream, schema, rows)
+        return self._insert(stream, schema, arrays, timeout)
+
+    def insert_columns(
+        self,
+        stream: str,
+        columns: Mapping[str, Sequence | np.ndarray],
+        *,
+        timeout: Timeout = None,
+    ) -> InsertResult:
+        """Append tuples given column-wise (attribute -> list or numpy array), as ``insert``."""
+        schema = self._schema(stream)
+        arrays = batching.columns_to_typed(stream, schema, columns)
+        return self._insert(stream, schema, arrays, timeout)
+
+    def _insert(self, stream: str, schema: Schema, arrays, timeout: Timeout) -> InsertResult:
+        parts = batching.split(arrays, self.batch_rows)
+        return batching.summarize(self._ingest(stream, schema, parts, False, timeout))
+
+    def ingest(
+        self,
+        stream: str,
+        batches: Iterable[Mapping[str, Sequence | np.ndarray]],
+        *,
+        timeout: Timeout = None,
+    ) -> Iterator[IngestAck]:
+        """Send ``batches`` (attribute -> values) over one Ingest call; yields their acks.
+
+        Lazy: nothing is sent until the result is iterated. Batches are pipelined (up to
+        ``max_in_flight`` await their ack) and ``batches`` is consumed on a gRPC thread.
+        Each batch is validated before it is sent; a bad one ends the call with
+        InvalidArgument ("batch N: ...") after the acks of the batches before it, which
+        stay applied. Batch ids count from 0 in the order given.
+        """
+        return self._ingest(stream, self._schema(stream), batches, True, timeout)
+
+    def _ingest(
+        self, stream: str, schema: Schema, batches: Iterable, validate: bool, timeout: Timeout
+    ) -> Iterator[IngestAck]:
+        window = threading.Semaphore(self.max_in_flight)
+        stop = threading.Event()
+        failure: list[BaseException] = []
+
+        def requests() -> Iterator[pb.IngestRequest]:
+            # Runs on a gRPC thread: errors are handed to the caller's thread via `failure`.
+            try:
+                for batch_id, cols in enumerate(batches):
+                    window.acquire()
+                    if stop.is_set():
+                        return
+                    if validate:
+                        where = f"batch {batch_id}: "
+                        cols = batching.columns_to_typed(stream, schema, cols, where)
+                    yield batching.request(stream, schema, cols, batch_id)
+            except Exception as exc:
+                failure.append(exc)
+
+        try:
+            call = self._stub.Ingest(
+                requests(),
+                timeout=channel.deadline(timeout, self.timeout),
+                metadata=self._metadata,
+            )
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from err
+        try:
+            for ack in call:
+                window.release()
+                yield messages.ingest_ack(ack)
+        except grpc.RpcError as err:
+            self._schemas.pop(stream, None)  # maybe redeclared elsewhere: ask again next time
+            raise error_from_rpc(err) from err
+        finally:
+            stop.set()
+            window.release()  # wakes the request thread if it waits for room
+            call.cancel()  # no-op once the call has ended
+        if failure:
+            raise failure[0]
+
+    # -- bulk loads and reads ---------------------------------------------------------
+    def begin_load(self, stream: str, *, timeout: Timeout = DEFAULT) -> str:
+        """Start a load that will replace ``stream``'s contents; returns its id."""
+        return self._unary(
+            self._stub.BeginLoad, pb.BeginLoadRequest(stream=stream), timeout
+        ).load_id
+
+    def load_batches(
+        self,
+        load_id: str,
+        stream: str,
+        batches: Iterable[Mapping[str, Sequence | np.ndarray]],
+        *,
+        timeout: Timeout = None,
+    ) -> int:
+        """Stage ``batches`` (attribute -> values, any time order) into a load over one
+        LoadBatches call; returns the rows staged. Several callers (processes, Spark
+        tasks) may stage into one load at once. Nothing is visible until commit_load."""
+        schema = self._schema(stream)
+
+        def requests() -> Iterator[pb.LoadBatchRequest]:
+            for batch_id, cols in enumerate(batches):
+                typed = batching.columns_to_typed(stream, schema, cols, f"batch {batch_id}: ")
+                cols = batching.request(stream, schema, typed, batch_id).columns
+                yield pb.LoadBatchRequest(load_id=load_id, columns=cols, batch_id=batch_id)
+
+        return self._unary(self._stub.LoadBatches, requests(), timeout).rows
+
+    def commit_load(self, load_id: str, *, timeout: Timeout = None) -> InsertResult:
+        """Replace the stream's contents with the load's rows, atomically."""
+        res = self._unary(self._stub.CommitLoad, pb.CommitLoadRequest(load_id=load_id), timeout)
+        return InsertResult(res.first_tuple_id, res.last_tuple_id, res.rows, 0)
+
+    def abort_load(self, load_id: str, *, timeout: Timeout = DEFAULT) -> None:
+        """Drop a load's staged rows; the stream is unchanged."""
+        self._unary(self._stub.AbortLoad, pb.AbortLoadRequest(load_id=load_id), timeout)
+
+    def read_stream(
+        self,
+        stream: str,
+        part: int = 0,
+        parts: int = 1,
+        page_rows: int = 0,
+        *,
+        timeout: Timeout = None,
+    ) -> Iterator[dict[str, np.ndarray | list]]:
+        """Pages (attribute -> values) of part ``part`` of ``parts`` of the stream's
+        retained rows, in time order; the parts together are every row once."""
+        req = pb.ReadStreamRequest(stream=stream, part=part, parts=parts, page_rows=page_rows)
+        try:
+            for page in self._stub.ReadStream(
+                req, timeout=channel.deadline(timeout, self.timeout), metadata=self._metadata
+            ):
+                yield {c.name: codec.decode_column(c) for c in page.columns}
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from err
+
+    # -- queries ----------------------------------------------------------------------
+    def register(
+        self,
+        text: str,
+        params: Mapping[str, object] | None = None,
+        *,
+        timeout: Timeout = DEFAULT,
+    ) -> str:
+        """Register a standing query; returns its handle (keep it secret).
+
+        InvalidArgument for a bad query (the message has line and column) or parameter.
+        """
+        try:
+            req = messages.register_request(text, params)
+        except codec.CodecError as err:
+            raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, f"params: {err}") from None
+        return self._unary(self._stub.RegisterQuery, req, timeout).handle
+
+    def invoke(
+        self,
+        handle: str,
+        now: int | float | None = None,
+        page_rows: int = 0,
+        *,
+        timeout: Timeout = DEFAULT,
+    ) -> Result:
+        """The query's current result over its window, as of ``now`` (default: NOW).
+
+        The server sends ``page_rows`` rows per message (0: its default); they are
+        assembled here. O(rows x columns) to decode. NotFound for an unknown handle.
+        """
+        req = messages.invoke_request(handle, now, page_rows)
+        pages = messages.PageAssembler()
+        try:
+            for page in self._stub.InvokeQuery(
+                req, timeout=channel.deadline(timeout, self.timeout), metadata=self._metadata
+            ):
+                pages.add(page)
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from err
+        return pages.result()
+
+    def subscribe(
+        self, handle: str, include_current: bool = False, *, timeout: Timeout = None
+    ) -> Subscription:
+        """Every new match of the query from now on, as ``(kind, Result, first_tuple_id)``.
+
+        With ``include_current`` the first event is ``("current", result, 0)``; once it
+        has arrived the subscription is known to be in place, so no later batch is
+        missed. Errors (NotFound, ...) are raised by the iteration.
+        """
+        req = pb.SubscribeRequest(handle=handle, include_current=include_current)
+        call = self._stub.Subscribe(
+            req, timeout=channel.deadline(timeout, self.timeout), metadata=self._metadata
+        )
+        return Subscription(call)
+
+    def unregister(self, handle: str, *, timeout: Timeout = DEFAULT) -> None:
+        """Drop a standing query; its handle becomes unknown."""
+        req = pb.UnregisterQueryRequest(handle=handle)
+        self._unary(self._stub.UnregisterQuery, req, timeout)
+
+    def describe_query(self, handle: str, *, timeout: Timeout = DEFAULT) -> QueryInfo:
+        """A query's text, parameters, result columns, window and counters."""
+        req = pb.DescribeQueryRequest(handle=handle)
+        return messages.query_info(self._unary(self._stub.DescribeQuery, req, timeout))
+
+    def stats(self, *, timeout: Timeout = DEFAULT) -> dict[str, object]:
+        """Engine and per-stream counters (see ``clients.messages.stats`` for the keys)."""
+        return messages.stats(self._unary(self._stub.Stats, pb.StatsRequest(), timeout))
+
+    # -- lifetime ---------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the channel; calls in progress are cancelled."""
+        self._channel.close()
+
+    def __enter__(self) -> PSoupClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,68 @@
+"""psoup: continuous queries over streams, after PSoup (Chandrasekaran & Franklin, VLDB 2002).
+
+Embedded use, in the spirit of sqlite3::
+
+    import psoup
+    db = psoup.connect()
+    db.create_stream("r", {"a": "int", "t": "int"}, time="t", max_window=3600)
+    db.insert("r", [(1, 10), (7, 11)])
+    h = db.register("SELECT * FROM r WHERE r.a < :x BEGIN NOW - 10 END NOW", params={"x": 5})
+    db.invoke(h).rows        # [(1, 10)]
+"""
+
+from __future__ import annotations
+
+from psoup.engine import Engine, InsertResult
+from psoup.errors import (
+    AlreadyExistsError,
+    BatchError,
+    NotFoundError,
+    PreconditionError,
+    PSoupError,
+    QueryError,
+    QueryNameError,
+    QueryParameterError,
+    QuerySyntaxError,
+    QueryTypeError,
+    SchemaError,
+    UnknownHandleError,
+    UnknownStreamError,
+    UnsupportedQueryError,
+)
+from psoup.result import Result
+
+__all__ = [
+    "AlreadyExistsError",
+    "BatchError",
+    "Engine",
+    "InsertResult",
+    "NotFoundError",
+    "PSoupError",
+    "PreconditionError",
+    "QueryError",
+    "QueryNameError",
+    "QueryParameterError",
+    "QuerySyntaxError",
+    "QueryTypeError",
+    "Result",
+    "SchemaError",
+    "UnknownHandleError",
+    "UnknownStreamError",
+    "UnsupportedQueryError",
+    "connect",
+]
+
+__version__ = "0.1.0"
+
+
+def connect(
+    strategy: str = "psoup-p", block_rows: int = 4096, index_budget_bytes: int = 64 << 20
+) -> Engine:
+    """An in-process engine.
+
+    ``strategy`` is ``"psoup-p"`` (materialise matches, window at invoke; the default),
+    ``"psoup-c"`` (keep each query's current window) or ``"nomat"`` (evaluate at invoke).
+    ``block_rows`` sizes storage and result blocks (small values force many blocks, for
+    tests); ``index_budget_bytes`` bounds each interval index's stabbing table.
+    """
+    return Engine(strategy=strategy, block_rows=block_rows, index_budget_bytes=index_budget_bytes)

@@ -1,0 +1,146 @@
+"""Validation of incoming batches: user rows or columns -> typed numpy columns.
+
+A batch is checked whole before anything of it is stored; the first problem found
+raises ``BatchError`` naming the row (0-based position in the batch) and the column.
+Rules: an ``int`` column takes Python/numpy integers (not bool) within 64 bits; a
+``float`` column takes ints and floats, finite; a ``str`` column takes str. Timestamps
+must not decrease, within the batch or against the stream's newest stored timestamp.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from psoup.errors import BatchError
+from stems.schema import Schema
+
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def rows_to_columns(schema: Schema, rows: Iterable[Sequence | Mapping]) -> list[np.ndarray]:
+    """Typed columns (schema order) from tuples in schema order or dicts. O(rows x attrs)."""
+    names = schema.names
+    width = len(names)
+    cols: list[list] = [[] for _ in names]
+    for r, row in enumerate(rows):
+        if isinstance(row, Mapping):
+            if len(row) != width or any(n not in row for n in names):
+                missing = [n for n in names if n not in row]
+                extra = [k for k in row if k not in schema]
+                if missing:
+                    raise BatchError(
+                        f"missing attribute (expected {', '.join(names)})", r, missing[0]
+                    )
+                raise BatchError(
+                    f"unknown attribute (expected {', '.join(names)})", r, str(extra[0])
+                )
+            for c, n in enumerate(names):
+                cols[c].append(row[n])
+        else:
+            if isinstance(row, str | bytes) or not isinstance(row, Sequence):
+                raise BatchError(f"a row must be a tuple or a dict, not {type(row).__name__}", r)
+            if len(row) != width:
+                raise BatchError(
+                    f"has {len(row)} values, the stream has {width} attributes "
+                    f"({', '.join(names)})",
+                    r,
+                )
+            for c in range(width):
+                cols[c].append(row[c])
+    return [_typed(schema, c, vals) for c, vals in enumerate(cols)]
+
+
+def columns_to_arrays(schema: Schema, columns: Mapping[str, Sequence]) -> list[np.ndarray]:
+    """Typed columns (schema order) from a mapping attribute -> values. O(rows x attrs)."""
+    for name in columns:
+        if name not in schema:
+            raise BatchError(f"unknown attribute (expected {', '.join(schema.names)})", None, name)
+    lengths = set()
+    out = []
+    for c, name in enumerate(schema.names):
+        if name not in columns:
+            raise BatchError("missing column", None, name)
+        vals = columns[name]
+        lengths.add(len(vals))
+        out.append(_typed(schema, c, vals))
+    if len(lengths) > 1:
+        first = len(columns[schema.names[0]])
+        odd = next(n for n in schema.names if len(columns[n]) != first)
+        raise BatchError(
+            f"has {len(columns[odd])} values, column {schema.names[0]!r} has {first}", None, odd
+        )
+    return out
+
+
+def _typed(schema: Schema, c: int, vals: Sequence) -> np.ndarray:
+    name = schema.names[c]
+    t = schema.types[c]
+    if isinstance(vals, np.ndarray):
+        arr = _typed_array(name, t, vals)
+        if arr is not None:
+            return arr
+        vals = vals.tolist()
+    if t == "int":
+        for r, v in enumerate(vals):
+            if type(v) is not int and (isinstance(v, bool) or not isinstance(v, int | np.integer)):
+                raise BatchError(f"expected int, got {type(v).__name__} {v!r}", r, name)
+            if not _I64_MIN <= v <= _I64_MAX:
+                raise BatchError(f"int {v} is outside the 64-bit range", r, name)
+        return np.array(vals, dtype=np.int64)
+    if t == "float":
+        for r, v in enumerate(vals):
+            if type(v) is not float and (
+                isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating)
+            ):
+                raise BatchError(f"expected float, got {type(v).__name__} {v!r}", r, name)
+            if not math.isfinite(v):
+                raise BatchError(f"float {v!r} is not finite", r, name)
+        return np.array(vals, dtype=np.float64)
+    for r, v in enumerate(vals):
+        if not isinstance(v, str):
+            raise BatchError(f"expected str, got {type(v).__name__} {v!r}", r, name)
+    arr = np.empty(len(vals), dtype=object)
+    arr[:] = vals
+    return arr
+
+
+def _typed_array(name: str, t: str, arr: np.ndarray) -> np.ndarray | None:
+    """Fast path for numpy input of a fitting kind; None to fall back to the checks."""
+    kind = arr.dtype.kind
+    if t == "int" and kind in "iu":
+        if kind == "u" and len(arr) and arr.max() > _I64_MAX:
+            return None
+        return arr.astype(np.int64, copy=False)
+    if t == "float" and kind in "iuf":
+        out = arr.astype(np.float64, copy=False)
+        bad = np.flatnonzero(~np.isfinite(out))
+        if len(bad):
+            raise BatchError(f"float {out[bad[0]]!r} is not finite", int(bad[0]), name)
+        return out
+    return None
+
+
+def check_time(schema: Schema, cols: list[np.ndarray], last_ts) -> None:
+    """Raise BatchError unless timestamps are non-decreasing from ``last_ts`` on. O(n)."""
+    ts = cols[schema.time_index]
+    if not len(ts):
+        return
+    if last_ts is not None and ts[0] < last_ts:
+        raise BatchError(
+            f"time {ts[0].item()!r} is older than the stream's latest time {last_ts!r} "
+            "(timestamps must not decrease)",
+            0,
+            schema.time,
+        )
+    bad = np.flatnonzero(ts[1:] < ts[:-1])
+    if len(bad):
+        r = int(bad[0]) + 1
+        raise BatchError(
+            f"time {ts[r].item()!r} is older than the previous row's {ts[r - 1].item()!r} "
+            "(timestamps must not decrease)",
+            r,
+            schema.time,
+        )

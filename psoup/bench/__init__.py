@@ -1,0 +1,1 @@
+"""Benchmarks run by ``psoup bench``: each variant beside its baseline, in one process."""

@@ -1,0 +1,357 @@
+"""``psoup bench core``: the engine core's three benchmarks, each against its baseline.
+
+- output-sensitivity: ingest rate with 128 .. 65,536 equality queries ``r.a = c`` where
+  each tuple matches about one query (the shape of Linear Road);
+- paper: the PSoup paper's workload (seeds/002 section 5.2.1), shared predicate index
+  versus each query tested on its own;
+- invoke: PSoup-P, PSoup-C and NoMat response times at windows 2^7 .. 2^16 tuples for
+  equality, 1-interval and 2-interval queries (the paper's Figure 7 and Table 2).
+
+Every variant runs in this one process, side by side, on the same generated data.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from bitarray import bitarray
+from tqdm import tqdm
+
+import psoup
+from psoup.bench import machine, report
+
+BATCH = 1000
+EQ_DOMAIN = 65_536
+EQ_QUERY = "SELECT * FROM r WHERE r.a = :c BEGIN NOW - 9999 END NOW"
+PAPER_ATTRS = ("a", "b", "c", "d")
+PAPER_WINDOW = 1000
+PAPER_QUERY = "SELECT * FROM r WHERE r.{attr} BETWEEN :lo AND :hi BEGIN NOW - 999 END NOW"
+
+
+@dataclass
+class Section:
+    """One benchmark's results: a table, notes, and plots."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[object]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    plots: list[str] = field(default_factory=list)
+
+
+def _batches(rng: np.random.Generator, make: Callable[[int], dict], count: int, t0: int):
+    """``count`` column batches of BATCH rows with consecutive timestamps from ``t0``."""
+    out = []
+    for k in range(count):
+        cols = make(BATCH)
+        cols["t"] = np.arange(t0 + k * BATCH, t0 + (k + 1) * BATCH, dtype=np.int64)
+        out.append(cols)
+    return out
+
+
+def _ingest(db: psoup.Engine, batches: list[dict], bar: tqdm | None = None) -> float:
+    """Seconds spent inserting ``batches`` into stream r."""
+    start = time.perf_counter()
+    for cols in batches:
+        db.insert_columns("r", cols)
+        if bar is not None:
+            bar.update(1)
+    return time.perf_counter() - start
+
+
+# -- output-sensitivity ------------------------------------------------------------------
+
+
+def output_sensitivity(sizes: list[int], warm: int, measured: int, seed: int) -> Section:
+    """Ingest rate against the number of registered equality queries."""
+    sec = Section(
+        "Output-sensitivity: equality queries r.a = c, each tuple matches ~1 query",
+        ["queries", "tuples/s", "us/tuple", "vs 128", "matches/tuple", "register us/query"],
+    )
+    rng = np.random.default_rng(seed)
+    rates: dict[int, float] = {}
+    for n in sizes:
+        db = psoup.connect()
+        db.create_stream("r", {"a": "int", "t": "int"}, time="t", max_window=10 * BATCH)
+        consts = rng.choice(EQ_DOMAIN, size=n, replace=False)
+        start = time.perf_counter()
+        for c in tqdm(consts.tolist(), desc=f"register {n} equality queries", leave=False):
+            db.register(EQ_QUERY, params={"c": c})
+        reg = (time.perf_counter() - start) / n
+        batches = _batches(rng, lambda m: {"a": rng.integers(0, EQ_DOMAIN, m)}, warm + measured, 0)
+        with tqdm(
+            total=warm + measured, desc=f"ingest, {n} queries", unit="batch", leave=False
+        ) as bar:
+            _ingest(db, batches[:warm], bar)
+            before = db.stats()["matches_marked"]
+            secs = _ingest(db, batches[warm:], bar)
+            marked = db.stats()["matches_marked"] - before
+        tuples = measured * BATCH
+        rates[n] = tuples / secs
+        sec.rows.append([n, rates[n], 1e6 * secs / tuples, 0.0, marked / tuples, reg * 1e6])
+        db.close()
+    base = rates[sizes[0]]
+    for row in sec.rows:
+        row[3] = row[1] / base
+    sec.notes.append(
+        f"{measured} batches of {BATCH} tuples after {warm} warm-up batches; a uniform in "
+        f"[0, {EQ_DOMAIN}); window and max_window 10,000 tuples, so blocks expire in steady state."
+    )
+    sec.plots.append("core_output_sensitivity.png")
+    sec.series = {"PSoup-P ingest": (sizes, [rates[n] for n in sizes])}  # type: ignore[attr-defined]
+    return sec
+
+
+# -- the paper's workload ------------------------------------------------------------------
+
+
+def _paper_constant(rng: np.random.Generator) -> int:
+    if rng.random() < 0.2:
+        return int(rng.integers(0, 8)) * 32
+    return int(rng.integers(0, 256))
+
+
+def paper_queries(rng: np.random.Generator, n: int) -> list[tuple[str, int, int]]:
+    """``n`` interval queries (attribute, lo, hi) as in seeds/002 section 5.2.1."""
+    out = []
+    for _ in range(n):
+        x, y = _paper_constant(rng), _paper_constant(rng)
+        out.append((PAPER_ATTRS[int(rng.integers(0, 4))], min(x, y), max(x, y)))
+    return out
+
+
+class Unshared:
+    """The baseline: each query tested on its own against every batch.
+
+    Per query and batch, one vectorised numpy test and one bitmap append, with the
+    window's old bits dropped: no sharing between queries, but no Python loop per tuple.
+    """
+
+    def __init__(self, queries: list[tuple[str, int, int]], window: int):
+        self.queries = queries
+        self.window = window
+        self.bits = [bitarray() for _ in queries]
+
+    def insert(self, cols: dict) -> None:
+        for (attr, lo, hi), bits in zip(self.queries, self.bits, strict=True):
+            v = cols[attr]
+            bits.frombytes(np.packbits((v >= lo) & (v <= hi)).tobytes())
+            if len(bits) > 2 * self.window:
+                del bits[: len(bits) - self.window]
+
+
+def _per_tuple_rate(queries: list[tuple[str, int, int]], cols: dict, rows: int) -> float:
+    """Tuples/s of the naive loop: every tuple against every query, in Python."""
+    names = PAPER_ATTRS
+    data = [
+        dict(zip(names, vals, strict=True))
+        for vals in zip(*(cols[a][:rows].tolist() for a in names), strict=True)
+    ]
+    hits = [[] for _ in queries]
+    start = time.perf_counter()
+    for i, row in enumerate(data):
+        for q, (attr, lo, hi) in enumerate(queries):
+            if lo <= row[attr] <= hi:
+                hits[q].append(i)
+    return rows / (time.perf_counter() - start)
+
+
+def paper_workload(sizes: list[int], warm: int, measured: int, seed: int) -> Section:
+    """Shared predicate index versus unshared evaluation, 128 .. 4096 queries."""
+    sec = Section(
+        "The paper's workload: 4 int attributes in [0,255], interval queries, window 1000 tuples",
+        [
+            "queries",
+            "shared t/s",
+            "unshared t/s",
+            "shared/unshared",
+            "per-tuple loop t/s",
+            "shared/per-tuple",
+            "matches/tuple",
+        ],
+    )
+    rng = np.random.default_rng(seed)
+    shared, unshared, naive = [], [], []
+    for n in sizes:
+        queries = paper_queries(rng, n)
+        db = psoup.connect()
+        schema = {a: "int" for a in PAPER_ATTRS} | {"t": "int"}
+        db.create_stream("r", schema, time="t", max_window=PAPER_WINDOW - 1)
+        for attr, lo, hi in tqdm(queries, desc=f"register {n} interval queries", leave=False):
+            db.register(PAPER_QUERY.format(attr=attr), params={"lo": lo, "hi": hi})
+
+        def make(m: int) -> dict:
+            return {a: rng.integers(0, 256, m) for a in PAPER_ATTRS}
+
+        batches = _batches(rng, make, warm + measured, 0)
+        with tqdm(
+            total=warm + measured, desc=f"shared, {n} queries", unit="batch", leave=False
+        ) as bar:
+            _ingest(db, batches[:warm], bar)
+            before = db.stats()["matches_marked"]
+            secs = _ingest(db, batches[warm:], bar)
+            marked = db.stats()["matches_marked"] - before
+        db.close()
+        tuples = measured * BATCH
+        base = Unshared(queries, PAPER_WINDOW)
+        for cols in batches[:warm]:
+            base.insert(cols)
+        start = time.perf_counter()
+        for cols in tqdm(batches[warm:], desc=f"unshared, {n} queries", unit="batch", leave=False):
+            base.insert(cols)
+        base_secs = time.perf_counter() - start
+        loop_rate = _per_tuple_rate(queries, batches[-1], max(50, min(BATCH, 200_000 // n)))
+        shared.append(tuples / secs)
+        unshared.append(tuples / base_secs)
+        naive.append(loop_rate)
+        sec.rows.append(
+            [
+                n,
+                shared[-1],
+                unshared[-1],
+                shared[-1] / unshared[-1],
+                loop_rate,
+                shared[-1] / loop_rate,
+                marked / tuples,
+            ]
+        )
+    sec.notes.append(
+        f"{measured} batches of {BATCH} tuples after {warm} warm-up batches. Constants are "
+        "multiples of 32 with probability 0.2, else uniform in [0,255]; each query is an "
+        "interval on one of the 4 attributes, chosen uniformly. 'unshared' tests each query "
+        "on its own with one vectorised numpy comparison per query and batch and appends to "
+        "the query's own bitmap; 'per-tuple loop' is the naive evaluation of every query "
+        "against every tuple in Python (measured on a sample of one batch)."
+    )
+    sec.plots.append("core_paper_workload.png")
+    sec.series = {  # type: ignore[attr-defined]
+        "shared (PSoup-P)": (sizes, shared),
+        "unshared, per query vectorised": (sizes, unshared),
+        "unshared, per tuple loop": (sizes, naive),
+    }
+    return sec
+
+
+# -- invoke --------------------------------------------------------------------------------
+
+INVOKE_KINDS = {
+    "equality": ("SELECT * FROM r WHERE r.a = :x BEGIN NOW - :w END NOW", 1),
+    "1-interval": ("SELECT * FROM r WHERE r.a BETWEEN :x AND :y BEGIN NOW - :w END NOW", 1),
+    "2-interval": (
+        "SELECT * FROM r WHERE r.a BETWEEN :x AND :y AND r.b BETWEEN :u AND :v "
+        "BEGIN NOW - :w END NOW",
+        2,
+    ),
+}
+STRATEGY_NAMES = ("psoup-p", "psoup-c", "nomat")
+
+
+def _invoke_params(kind: str, rng: np.random.Generator, w: int) -> dict:
+    """Equality and 2-interval select 1/256 of the window, 1-interval 1/16."""
+    if kind == "equality":
+        return {"x": int(rng.integers(0, 256)), "w": w - 1}
+    if kind == "1-interval":
+        x = int(rng.integers(0, 241))
+        return {"x": x, "y": x + 15, "w": w - 1}
+    x, u = int(rng.integers(0, 241)), int(rng.integers(0, 241))
+    return {"x": x, "y": x + 15, "u": u, "v": u + 15, "w": w - 1}
+
+
+def invoke_latency(windows: list[int], per_point: int, seed: int) -> Section:
+    """Mean invoke time per strategy, query kind and window size."""
+    sec = Section(
+        "Invoke: response time by window size (tuples)",
+        ["kind", "window", "psoup-p ms", "psoup-c ms", "nomat ms", "nomat/psoup-p", "rows"],
+    )
+    rng = np.random.default_rng(seed)
+    total = max(windows) + 4 * BATCH
+    schema = {a: "int" for a in PAPER_ATTRS} | {"t": "int"}
+    batches = _batches(
+        rng, lambda m: {a: rng.integers(0, 256, m) for a in PAPER_ATTRS}, total // BATCH, 0
+    )
+    plan = [
+        (k, w, _invoke_params(k, rng, w))
+        for k in INVOKE_KINDS
+        for w in windows
+        for _ in range(per_point)
+    ]
+    times: dict[tuple[str, str, int], list[float]] = {}
+    sizes: dict[tuple[str, int], list[int]] = {}
+    for strategy in STRATEGY_NAMES:
+        db = psoup.connect(strategy=strategy)
+        db.create_stream("r", schema, time="t", max_window=max(windows))
+        handles = [db.register(INVOKE_KINDS[k][0], params=p) for k, _, p in plan]
+        with tqdm(total=len(batches), desc=f"{strategy}: ingest", unit="batch", leave=False) as bar:
+            _ingest(db, batches, bar)
+        for (k, w, _), h in tqdm(
+            list(zip(plan, handles, strict=True)), desc=f"{strategy}: invoke", leave=False
+        ):
+            db.invoke(h)  # warm the data SteM's per-block indexes for NoMat, and caches
+            start = time.perf_counter()
+            res = db.invoke(h)
+            times.setdefault((strategy, k, w), []).append(time.perf_counter() - start)
+            if strategy == "psoup-p":
+                sizes.setdefault((k, w), []).append(len(res.rows))
+        db.close()
+    series = {}
+    for k in INVOKE_KINDS:
+        for w in windows:
+            ms = [1e3 * float(np.mean(times[(s, k, w)])) for s in STRATEGY_NAMES]
+            sec.rows.append([k, w, *ms, ms[2] / ms[0], float(np.mean(sizes[(k, w)]))])
+        for s in STRATEGY_NAMES:
+            series[f"{s} {k}"] = (
+                windows,
+                [1e3 * float(np.mean(times[(s, k, w)])) for w in windows],
+            )
+    sec.notes.append(
+        f"{per_point} queries per kind and window, each invoked once to warm up and once "
+        f"timed; {total:,} tuples of 4 int attributes uniform in [0,255]; max_window "
+        f"{max(windows):,}. Equality is r.a = x (selects 1/256 of the window); 1-interval "
+        "r.a BETWEEN x AND x+15 (1/16); 2-interval ranges of 16 values on both a and b "
+        "(1/256). 'rows' is the mean result size. NoMat "
+        "evaluates at invoke with the data SteM's per-block sorted indexes (not a plain scan)."
+    )
+    sec.plots.append("core_invoke.png")
+    sec.series = series  # type: ignore[attr-defined]
+    return sec
+
+
+# -- driver ---------------------------------------------------------------------------------
+
+
+def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
+    """Run the three benchmarks; print tables; write BENCHMARKS.md's core section and PNGs."""
+    if quick:
+        sections = [
+            output_sensitivity([128, 1024], warm=5, measured=10, seed=seed),
+            paper_workload([128, 256], warm=5, measured=10, seed=seed),
+            invoke_latency([2**7, 2**10], per_point=2, seed=seed),
+        ]
+    else:
+        sections = [
+            output_sensitivity([128, 1024, 8192, 65_536], warm=20, measured=100, seed=seed),
+            paper_workload([128, 256, 512, 1024, 2048, 4096], warm=10, measured=40, seed=seed),
+            invoke_latency([2**k for k in range(7, 17)], per_point=8, seed=seed),
+        ]
+    where = machine.describe()
+    command = "psoup bench core" + (" --quick" if quick else "")
+    md = [f"## Engine core (`{command}`)", "", f"Machine: {where}.", ""]
+    print(f"machine: {where}")
+    for sec in sections:
+        print(f"\n{sec.title}\n{report.table(sec.headers, sec.rows)}")
+        for note in sec.notes:
+            print(f"  {note}")
+        md += [f"### {sec.title}", "", report.markdown_table(sec.headers, sec.rows), ""]
+        md += [*sec.notes, ""]
+        for name in sec.plots:
+            ylabel = "ms per invoke" if "invoke" in name else "tuples/s"
+            xlabel = "window (tuples)" if "invoke" in name else "registered queries"
+            report.plot(out_dir / name, sec.title, xlabel, ylabel, sec.series)  # type: ignore[attr-defined]
+            md += [f"![{sec.title}]({name})", ""]
+    report.write_section(out_dir / "BENCHMARKS.md", "core", "\n".join(md))
+    print(f"\nwrote {out_dir / 'BENCHMARKS.md'} and {len(sections)} plots")
+    return sections

@@ -1,0 +1,177 @@
+"""``psoup bench grpc``: the transport's cost, side by side with the engine in-process.
+
+1. Ingest: the core benchmark's equality workload (65,536 standing queries ``r.a = c``)
+   ingested in-process, and through a server in this process from a client in another
+   process (psoup/bench/grpc_load.py), on the same generated batches.
+2. Invoke latency: p50/p99 of a selective query (an equality, ~1 match) over a window of
+   2^16 tuples, with 1, 4 and 16 concurrent clients while another process ingests.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+import psoup
+from psoup.bench import machine, report
+from psoup.bench.core import Section
+from psoup.bench.grpc_load import EQ_DOMAIN, SCHEMA, make_batches
+from psoup.server import ServerConfig, start_server
+
+EQ_QUERY = "SELECT * FROM r WHERE a = :c BEGIN NOW - 9999 END NOW"
+INVOKE_QUERY = "SELECT * FROM r WHERE a = :c BEGIN NOW - 65535 END NOW"
+MAX_WINDOW = 65_535  # the last 2^16 timestamps (one tuple each)
+
+
+def _setup(db: psoup.Engine, consts: list[int]) -> None:
+    db.create_stream("r", SCHEMA, time="t", max_window=MAX_WINDOW)
+    for c in consts:
+        db.register(EQ_QUERY, params={"c": c})
+
+
+def _load(mode: str, *args: str) -> dict:
+    cmd = [sys.executable, "-m", "psoup.bench.grpc_load", mode, *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: int) -> Section:
+    """In-process versus gRPC ingest rate on the same batches, per batch size."""
+    sec = Section(
+        f"Ingest: {n_queries:,} equality queries, in-process vs through the server",
+        ["batch rows", "in-process t/s", "gRPC t/s", "gRPC / in-process"],
+    )
+    consts = np.random.default_rng(seed).choice(EQ_DOMAIN, n_queries, replace=False).tolist()
+    for rows in tqdm(batch_rows, desc="batch sizes", leave=False):
+        count = max(total_rows // rows, 5)
+        warm = count // 5
+        data = make_batches(seed, count, rows)
+        db = psoup.connect()
+        _setup(db, consts)
+        for b in data[:warm]:
+            db.insert_columns("r", b)
+        start = time.perf_counter()
+        for b in data[warm:]:
+            db.insert_columns("r", b)
+        local = (count - warm) * rows / (time.perf_counter() - start)
+        db.close()
+        srv = start_server(ServerConfig(port=0))
+        try:
+            srv.worker.call(lambda s=srv: _setup(s.engine, consts))
+            target = f"127.0.0.1:{srv.port}"
+            got = _load("ingest", target, "--seed", str(seed), "--batches", str(count),
+                        "--rows", str(rows), "--warm", str(warm))  # fmt: skip
+        finally:
+            srv.stop(grace=1)
+        remote = got["rows"] / got["seconds"]
+        sec.rows.append([rows, local, remote, remote / local])
+    sec.notes.append(
+        f"{total_rows:,} tuples per run, the first fifth untimed; max_window {MAX_WINDOW + 1:,}. "
+        "The gRPC client runs in its own process and pipelines batches on one Ingest stream "
+        "(columnar little-endian arrays); the server decodes with np.frombuffer and runs the "
+        "same engine code on its engine thread. Both processes share the machine's 2 cores."
+    )
+    return sec
+
+
+def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) -> Section:
+    """Invoke p50/p99 for concurrent clients while another process ingests."""
+    sec = Section(
+        "Invoke latency at window 2^16 while ingest runs",
+        ["clients", "invokes", "p50 ms", "p90 ms", "p99 ms", "ingest t/s meanwhile"],
+    )
+    rng = np.random.default_rng(seed + 1)
+    consts = rng.choice(EQ_DOMAIN, n_queries, replace=False).tolist()
+    srv = start_server(ServerConfig(port=0))
+    target = f"127.0.0.1:{srv.port}"
+    preload = make_batches(seed, (MAX_WINDOW + 1) // 1000 + 2, 1000)
+    t0 = len(preload) * 1000
+
+    def setup() -> list[str]:
+        _setup(srv.engine, consts)
+        for b in preload:
+            srv.engine.insert_columns("r", b)
+        return [
+            srv.engine.register(INVOKE_QUERY, params={"c": int(c)})
+            for c in rng.integers(0, EQ_DOMAIN, 256)
+        ]
+
+    background = None
+    try:
+        handles = srv.worker.call(setup)
+        with tempfile.NamedTemporaryFile("w", suffix=".handles", delete=False) as fh:
+            fh.write("\n".join(handles))
+        background = subprocess.Popen(
+            [sys.executable, "-m", "psoup.bench.grpc_load", "ingest-forever", target,
+             "--rows", "1000", "--t0", str(t0), "--seed", str(seed + 2)],
+            stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        for c in tqdm(clients, desc="concurrent invokers", leave=False):
+            before = srv.engine.stats()["streams"]["r"]["tuples_ingested"]
+            start = time.perf_counter()
+            got = _load("invoke", target, "--handles", fh.name, "--clients", str(c),
+                        "--invokes", str(max(invokes // c, 50)), "--seed", str(seed))  # fmt: skip
+            secs = time.perf_counter() - start
+            rate = (srv.engine.stats()["streams"]["r"]["tuples_ingested"] - before) / secs
+            lat = np.array(got["latencies_ms"])
+            p50, p90, p99 = np.percentile(lat, [50, 90, 99])
+            sec.rows.append([c, len(lat), float(p50), float(p90), float(p99), rate])
+    finally:
+        if background is not None:
+            background.kill()
+            background.wait()
+        srv.stop(grace=1)
+        Path(fh.name).unlink(missing_ok=True)
+    sec.notes.append(
+        f"{n_queries:,} standing equality queries plus 256 invoked ones (r.a = c over the last "
+        "2^16 tuples, about one match each); another process ingests batches of 1000 as fast "
+        "as the server takes them. Client threads share one process; latency is measured "
+        "per call at the client, from request to last page."
+    )
+    return sec
+
+
+def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
+    """Run both parts; print tables; write BENCHMARKS.md's grpc section."""
+    if quick:
+        sections = [
+            ingest_rates(1024, 50_000, [1000], seed),
+            invoke_latency(1024, [1, 4], 100, seed),
+        ]
+    else:
+        sections = [
+            ingest_rates(65_536, 2_000_000, [1000, 8192, 65_536], seed),
+            invoke_latency(65_536, [1, 4, 16], 2000, seed),
+        ]
+    where = machine.describe()
+    command = "psoup bench grpc" + (" --quick" if quick else "")
+    md = [f"## gRPC (`{command}`)", "", f"Machine: {where}.", ""]
+    print(f"machine: {where}")
+    for sec in sections:
+        print(f"\n{sec.title}\n{report.table(sec.headers, sec.rows)}")
+        for note in sec.notes:
+            print(f"  {note}")
+        table = report.markdown_table(sec.headers, sec.rows)
+        md += [f"### {sec.title}", "", table, "", *sec.notes, ""]
+    lat = sections[1]
+    report.plot(
+        out_dir / "grpc_invoke_latency.png",
+        lat.title,
+        "concurrent clients",
+        "ms",
+        {
+            "p50": ([r[0] for r in lat.rows], [r[2] for r in lat.rows]),
+            "p99": ([r[0] for r in lat.rows], [r[4] for r in lat.rows]),
+        },
+    )
+    md += ["![invoke latency](grpc_invoke_latency.png)", ""]
+    report.write_section(out_dir / "BENCHMARKS.md", "grpc", "\n".join(md))
+    print(f"\nwrote {out_dir / 'BENCHMARKS.md'} and grpc_invoke_latency.png")
+    return sections

@@ -1,0 +1,147 @@
+"""Client-side load for ``psoup bench grpc``, run in its own process.
+
+``python -m psoup.bench.grpc_load ingest TARGET --seed S --batches N --rows R --warm W --t0 T``
+sends the equality workload's batches over one pipelined Ingest stream and prints JSON
+``{"rows": ..., "seconds": ...}`` for the batches after the first W (timed from the
+acknowledgement of batch W to the last one).
+
+``python -m psoup.bench.grpc_load invoke TARGET --handles FILE --clients C --invokes M``
+runs C threads, each invoking M random handles from FILE (one per line), and prints
+JSON ``{"latencies_ms": [...]}``.
+
+Both use the generated stubs and psoup.api.codec directly, so what is measured is the
+transport and the server, not a client library's conveniences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import threading
+import time
+
+import grpc
+import numpy as np
+
+from psoup.api import codec
+from psoup.api import psoup_pb2 as pb
+from psoup.api import psoup_pb2_grpc as pb_grpc
+
+EQ_DOMAIN = 65_536
+SCHEMA = {"a": "int", "t": "int"}
+
+
+def make_batch(rng: np.random.Generator, rows: int, t0: int) -> dict[str, np.ndarray]:
+    """One batch of the equality workload: a uniform in [0, 65536), t = t0, t0+1, ..."""
+    return {"a": rng.integers(0, EQ_DOMAIN, rows), "t": np.arange(t0, t0 + rows, dtype=np.int64)}
+
+
+def make_batches(seed: int, count: int, rows: int, t0: int = 0) -> list[dict[str, np.ndarray]]:
+    """``count`` batches of ``rows`` rows, the same for a given seed in every process."""
+    rng = np.random.default_rng(seed)
+    return [make_batch(rng, rows, t0 + k * rows) for k in range(count)]
+
+
+def ingest(target: str, seed: int, batches: int, rows: int, warm: int, t0: int) -> dict:
+    """Send the batches; time the ones after ``warm``: from the acknowledgement of the last
+    warm-up batch to the last acknowledgement, so warm-up work still queued in the
+    server (index compilation, pipelined batches) is not counted."""
+    data = make_batches(seed, batches, rows, t0)
+    reqs = [
+        pb.IngestRequest(stream="r", columns=codec.encode_batch(SCHEMA, b), batch_id=k)
+        for k, b in enumerate(data)
+    ]
+    with grpc.insecure_channel(target) as ch:
+        stub = pb_grpc.PSoupStub(ch)
+        start = time.perf_counter()
+        acks = 0
+        for _ack in stub.Ingest(iter(reqs)):
+            acks += 1
+            if acks == warm:
+                start = time.perf_counter()
+        end = time.perf_counter()
+    assert acks == batches
+    return {"rows": (batches - warm) * rows, "seconds": end - start}
+
+
+def ingest_forever(target: str, seed: int, rows: int, t0: int) -> None:
+    """Send batches until the process is killed (background load)."""
+    rng = np.random.default_rng(seed)
+
+    def stream():
+        k = 0
+        while True:
+            cols = codec.encode_batch(SCHEMA, make_batch(rng, rows, t0 + k * rows))
+            yield pb.IngestRequest(stream="r", columns=cols, batch_id=k)
+            k += 1
+
+    with grpc.insecure_channel(target) as ch:
+        for _ack in pb_grpc.PSoupStub(ch).Ingest(stream()):
+            pass
+
+
+def invoke(target: str, handles: list[str], clients: int, invokes: int, seed: int) -> dict:
+    """Latencies (ms) of ``clients`` threads x ``invokes`` invocations each."""
+    lat: list[float] = []
+    lock = threading.Lock()
+    ready = threading.Barrier(clients)
+
+    def client(k: int) -> None:
+        rng = random.Random(seed * 1000 + k)
+        mine = []
+        with grpc.insecure_channel(target) as ch:
+            stub = pb_grpc.PSoupStub(ch)
+            list(stub.InvokeQuery(pb.InvokeQueryRequest(handle=handles[0])))  # connect first
+            ready.wait()
+            for _ in range(invokes):
+                req = pb.InvokeQueryRequest(handle=rng.choice(handles))
+                start = time.perf_counter()
+                for _page in stub.InvokeQuery(req):
+                    pass
+                mine.append(1e3 * (time.perf_counter() - start))
+        with lock:
+            lat.extend(mine)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"latencies_ms": lat}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m psoup.bench.grpc_load", description=__doc__)
+    sub = p.add_subparsers(dest="mode", required=True)
+    i = sub.add_parser("ingest", help="timed ingest of the equality workload")
+    f = sub.add_parser("ingest-forever", help="background ingest until killed")
+    v = sub.add_parser("invoke", help="concurrent invokers")
+    for s in (i, f, v):
+        s.add_argument("target", help="HOST:PORT of the server")
+        s.add_argument("--seed", type=int, default=7, help="random seed")
+    for s in (i, f):
+        s.add_argument("--rows", type=int, default=1000, help="rows per batch")
+        s.add_argument("--t0", type=int, default=0, help="first timestamp")
+    i.add_argument("--batches", type=int, required=True, help="batches to send")
+    i.add_argument("--warm", type=int, default=0, help="untimed leading batches")
+    v.add_argument("--handles", required=True, help="file with one handle per line")
+    v.add_argument("--clients", type=int, default=1, help="concurrent client threads")
+    v.add_argument("--invokes", type=int, default=200, help="invocations per client")
+    a = p.parse_args(argv)
+    if a.mode == "ingest":
+        out = ingest(a.target, a.seed, a.batches, a.rows, a.warm, a.t0)
+    elif a.mode == "ingest-forever":
+        ingest_forever(a.target, a.seed, a.rows, a.t0)
+        return 0
+    else:
+        with open(a.handles) as fh:
+            handles = fh.read().split()
+        out = invoke(a.target, handles, a.clients, a.invokes, a.seed)
+    json.dump(out, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,564 @@
+"""The ``psoup`` command line: the embedded demo and benchmarks, the server, and its client.
+
+This module only parses arguments. The client subcommands run in ``psoup.cli_client``,
+the server in ``psoup.server``, the history jobs in ``psoup.history.cli``; each is
+imported only when its command runs, so ``psoup demo`` does not load gRPC or Spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+from psoup import formatting
+
+STRATEGIES = ("psoup-p", "psoup-c", "nomat")
+EPILOG = """\
+exit status: 0 success; 1 the server refused the request (printed as
+'error: STATUS_CODE: message' on stderr) or a bad input file; 2 bad usage;
+3 the server cannot be reached.
+"""
+
+
+# -------------------------------------------------------------------- argument types
+
+
+def parse_schema(text: str) -> dict[str, str]:
+    """``"a:int,b:float,t:int"`` -> ``{"a": "int", "b": "float", "t": "int"}``."""
+    schema: dict[str, str] = {}
+    for part in text.split(","):
+        name, sep, type_ = (s.strip() for s in part.partition(":"))
+        if not sep or not name or not type_:
+            raise argparse.ArgumentTypeError(
+                f"bad attribute {part.strip()!r}: expected NAME:TYPE (e.g. vid:int,t:int)"
+            )
+        if name in schema:
+            raise argparse.ArgumentTypeError(f"attribute {name!r} is declared twice")
+        schema[name] = type_
+    return schema
+
+
+def parse_value(text: str) -> int | float | str:
+    """A parameter value: an int if it reads as one, else a finite float, else the text."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        v = float(text)
+    except ValueError:
+        return text
+    return v if math.isfinite(v) else text
+
+
+def parse_param(text: str) -> tuple[str, int | float | str]:
+    """``"k=v"`` -> ``("k", parse_value("v"))``."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"bad parameter {text!r}: expected NAME=VALUE")
+    return name.strip(), parse_value(value)
+
+
+def parse_number(text: str) -> int | float:
+    """A finite int or float."""
+    v = parse_value(text)
+    if isinstance(v, str):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return v
+
+
+def _count(text: str, least: int) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = least - 1
+    if v < least:
+        what = "a positive integer" if least > 0 else "an integer >= 0"
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}")
+    return v
+
+
+def _positive(text: str) -> int:
+    return _count(text, 1)
+
+
+def _non_negative(text: str) -> int:
+    return _count(text, 0)
+
+
+def _seconds(text: str) -> float:
+    v = parse_number(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive number of seconds: {text!r}")
+    return float(v)
+
+
+def _port(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number (0-65535): {text!r}")
+    return v
+
+
+# ------------------------------------------------------------------------ subcommands
+
+
+def _connection_options() -> argparse.ArgumentParser:
+    """The options every client subcommand takes."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("connection")
+    g.add_argument(
+        "--server",
+        default="localhost:50051",
+        metavar="HOST:PORT",
+        help="the psoup server to talk to (default: %(default)s)",
+    )
+    g.add_argument(
+        "--token",
+        default=os.environ.get("PSOUP_TOKEN"),
+        help="bearer token for an authenticating server (default: $PSOUP_TOKEN)",
+    )
+    g.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="deadline of each call, except ingest and subscribe (default: %(default)s)",
+    )
+    g.add_argument(
+        "--tls-ca",
+        metavar="FILE",
+        help="connect with TLS, trusting the PEM root certificates in FILE",
+    )
+    return p
+
+
+def _add_demo_bench(sub) -> None:
+    demo = sub.add_parser(
+        "demo",
+        help="run the embedded engine on generated readings and print results",
+        description="Run the embedded engine on generated sensor readings and print results.",
+    )
+    demo.add_argument("--seconds", type=int, default=7200, help="seconds of readings to ingest")
+    demo.add_argument("--sensors", type=int, default=64, help="number of sensors")
+    demo.add_argument("--strategy", choices=STRATEGIES, default="psoup-p", help="engine strategy")
+    demo.add_argument("--seed", type=int, default=1, help="random seed of the readings")
+
+    bench = sub.add_parser(
+        "bench", help="run a benchmark suite", description="Run a benchmark suite."
+    )
+    bench.add_argument(
+        "suite",
+        choices=("core", "grpc", "linear-road", "history"),
+        help="core: the engine against its baselines; grpc: the server's transport cost; "
+        "linear-road: the largest speed-up at which every answer is right and on time; "
+        "history: hydrating a generated 25-million-row toll history with Spark, the "
+        "server's memory after it and the daily-expenditure invoke time",
+    )
+    bench.add_argument("--input", type=Path, help="linear-road: the Linear Road input file")
+    bench.add_argument("--history", type=Path, help="linear-road: the historical tolls file")
+    bench.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    bench.add_argument(
+        "--out", type=Path, default=Path("docs"), help="where BENCHMARKS.md and plots go"
+    )
+    bench.add_argument("--seed", type=int, default=7, help="random seed of the workloads")
+
+
+def _add_serve(sub) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="run the gRPC server until SIGTERM or Ctrl-C",
+        description="Run the psoup gRPC server. Prints 'psoup serving on HOST:PORT' once "
+        "ready; on SIGTERM or Ctrl-C it drains in-flight calls and exits 0.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    serve.add_argument(
+        "--port",
+        type=_port,
+        default=50051,
+        help="port to bind; 0 picks a free one (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="psoup-p",
+        help="engine strategy (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--auth-tokens",
+        metavar="FILE",
+        help="require bearer tokens, read from FILE of 'client-id:token' lines",
+    )
+    serve.add_argument(
+        "--linear-road",
+        action="store_true",
+        help="declare Linear Road's streams and run its toll network on 'positions'",
+    )
+    serve.add_argument("--tls-cert", metavar="FILE", help="PEM certificate chain (needs --tls-key)")
+    serve.add_argument("--tls-key", metavar="FILE", help="PEM private key (needs --tls-cert)")
+    limits = serve.add_argument_group("limits")
+    limits.add_argument(
+        "--max-message-bytes",
+        type=_positive,
+        default=64 << 20,
+        metavar="N",
+        help="largest gRPC message either way (default: %(default)s)",
+    )
+    limits.add_argument(
+        "--max-batch-rows",
+        type=_positive,
+        default=1_000_000,
+        metavar="N",
+        help="most rows in one ingest batch (default: %(default)s)",
+    )
+    limits.add_argument(
+        "--max-query-chars",
+        type=_positive,
+        default=10_000,
+        metavar="N",
+        help="longest query text (default: %(default)s)",
+    )
+    limits.add_argument(
+        "--max-queries-per-client",
+        type=_positive,
+        default=100_000,
+        metavar="N",
+        help="most registered queries per client (default: %(default)s)",
+    )
+    limits.add_argument(
+        "--ingest-queue-batches",
+        type=_positive,
+        default=64,
+        metavar="N",
+        help="batches waiting for the engine before ingest is refused (default: %(default)s)",
+    )
+
+
+def _add_client(sub) -> None:
+    conn = _connection_options()
+
+    def client(parent, name: str, help_: str, command: str) -> argparse.ArgumentParser:
+        p = parent.add_parser(
+            name,
+            help=help_,
+            description=help_[0].upper() + help_[1:] + ".",
+            parents=[conn],
+            epilog=EPILOG,
+        )
+        p.set_defaults(client_command=command)
+        return p
+
+    stream = sub.add_parser(
+        "stream",
+        help="create, list, describe or drop streams on a server",
+        description="Manage the streams of a psoup server.",
+    )
+    ssub = stream.add_subparsers(dest="stream_command", required=True, metavar="ACTION")
+    p = client(ssub, "create", "declare a stream", "stream create")
+    p.add_argument("name", help="stream name: letters, digits and _")
+    p.add_argument(
+        "--schema",
+        type=parse_schema,
+        required=True,
+        metavar="NAME:TYPE,...",
+        help="attributes in order, types int, float or str (e.g. vid:int,spd:int,t:int)",
+    )
+    p.add_argument(
+        "--time", required=True, metavar="ATTR", help="the time attribute (int or float)"
+    )
+    p.add_argument(
+        "--max-window",
+        type=parse_number,
+        metavar="N",
+        help="keep only tuples with time >= latest time - N (default: keep everything)",
+    )
+    p = client(ssub, "list", "list every stream", "stream list")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+    p = client(ssub, "describe", "show a stream's declaration and counters", "stream describe")
+    p.add_argument("name", help="stream name")
+    p.add_argument(
+        "--format", choices=formatting.TEXT_FORMATS, default="text", help="output format"
+    )
+    p = client(ssub, "drop", "forget a stream and its tuples", "stream drop")
+    p.add_argument("name", help="stream name")
+
+    p = client(sub, "ingest", "send the rows of a CSV file to a stream", "ingest")
+    p.add_argument("name", help="stream name")
+    p.add_argument(
+        "file", metavar="FILE.csv", help="CSV file whose header row names the attributes"
+    )
+    p.add_argument(
+        "--batch-rows",
+        type=_positive,
+        default=8192,
+        metavar="N",
+        help="rows per batch (default: %(default)s)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    p = client(sub, "register", "register a standing query; prints its handle alone", "register")
+    p.add_argument("query", help="the query text, e.g. 'SELECT * FROM r BEGIN NOW - 10 END NOW'")
+    p.add_argument(
+        "--param",
+        type=parse_param,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="value of the query's :NAME parameter (int, else float, else string); repeatable",
+    )
+
+    p = client(sub, "invoke", "print a query's current result", "invoke")
+    p.add_argument("handle", help="the handle register printed")
+    p.add_argument("--now", type=parse_number, metavar="T", help="evaluate the window as of T")
+    p.add_argument(
+        "--format",
+        choices=formatting.RESULT_FORMATS,
+        default="table",
+        help="output format (default: %(default)s)",
+    )
+    p.add_argument(
+        "--page-rows",
+        type=_non_negative,
+        default=0,
+        metavar="N",
+        help="rows per response message; 0 = the server's default",
+    )
+
+    p = client(
+        sub, "subscribe", "print a query's new matches as they arrive, until Ctrl-C", "subscribe"
+    )
+    p.add_argument("handle", help="the handle register printed")
+    p.add_argument("--include-current", action="store_true", help="first print the current result")
+    p.add_argument(
+        "--format",
+        choices=formatting.EVENT_FORMATS,
+        default="text",
+        help="text: '# kind' lines then tab-separated rows; csv: rows only; "
+        "json: one object per event (default: %(default)s)",
+    )
+
+    p = client(sub, "unregister", "drop a standing query", "unregister")
+    p.add_argument("handle", help="the query's handle")
+
+    p = client(sub, "describe", "show a query's text, parameters, columns and window", "describe")
+    p.add_argument("handle", help="the query's handle")
+    p.add_argument(
+        "--format", choices=formatting.TEXT_FORMATS, default="text", help="output format"
+    )
+
+    p = client(sub, "stats", "show the server's engine and per-stream counters", "stats")
+    p.add_argument(
+        "--format", choices=formatting.TEXT_FORMATS, default="text", help="output format"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``psoup`` argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="psoup",
+        description="Continuous queries over streams, after PSoup: the embedded demo and "
+        "benchmarks, the gRPC server (serve) and its client commands.",
+        epilog=EPILOG,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_demo_bench(sub)
+    _add_serve(sub)
+    _add_client(sub)
+    _add_linear_road(sub)
+    _add_history(sub)
+    return parser
+
+
+def _add_history(sub) -> None:
+    conn = _connection_options()
+    history = sub.add_parser(
+        "history",
+        help="hydrate or export a historical stream with PySpark",
+        description="The history pipeline (PySpark): load a toll history into a server's "
+        "stream, or archive a stream as Parquet. See docs/HISTORY.md.",
+    )
+    hsub = history.add_subparsers(dest="history_command", required=True, metavar="ACTION")
+
+    def job(name: str, help_: str, description: str) -> argparse.ArgumentParser:
+        p = hsub.add_parser(name, help=help_, description=description, parents=[conn],
+                            epilog=EPILOG)  # fmt: skip
+        p.add_argument(
+            "--master",
+            metavar="URL",
+            help="Spark master, e.g. spark://host:7077 (default: local[*], on this machine)",
+        )
+        p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+        return p
+
+    p = job(
+        "hydrate",
+        "replace a stream's contents with a validated toll history",
+        "Validate a Linear Road toll history (vid,day,xway,tolls) with Spark, write the "
+        "rejected rows with their reason to a side file, sum duplicates of (vid, day, xway), "
+        "and replace the contents of the server's stream (time attribute: day) with the "
+        "result, pushed from the Spark executors in one bulk load. The old contents stay "
+        "until the load commits: a failure leaves them, and hydrating twice equals once.",
+    )
+    p.add_argument(
+        "--tolls",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="the history: a CSV file of vid,day,xway,tolls lines (.csv, .dat), or a Parquet "
+        "directory written by 'psoup history export'",
+    )
+    p.add_argument(
+        "--stream",
+        default="toll_history",
+        help="the stream to hydrate, created if missing (default: %(default)s)",
+    )
+    p.add_argument(
+        "--rejects",
+        type=Path,
+        metavar="FILE",
+        help="where rejected rows go, as line,reason,text (default: <FILE>.rejects.csv, "
+        "written only when a row is rejected or the file exists)",
+    )
+    p.add_argument(
+        "--batch-rows",
+        type=_positive,
+        default=65_536,
+        metavar="N",
+        help="rows per message from an executor to the server (default: %(default)s)",
+    )
+
+    p = job(
+        "export",
+        "write a stream's stored tuples as Parquet",
+        "Write every stored tuple of a stream to a Parquet directory (replaced if it "
+        "exists), read from the server by the Spark executors in parallel parts.",
+    )
+    p.add_argument("--stream", required=True, help="the stream to export")
+    p.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="the Parquet directory to write"
+    )
+    p.add_argument(
+        "--parts",
+        type=_positive,
+        metavar="N",
+        help="parallel reads, one Parquet file each (default: ~4 million rows per part)",
+    )
+
+
+def _add_linear_road(sub) -> None:
+    lr = sub.add_parser(
+        "linear-road",
+        help="run the Linear Road benchmark's data driver",
+        description="Linear Road on psoup: replay an input file against a server.",
+    )
+    lr_sub = lr.add_subparsers(dest="lr_command", required=True, metavar="COMMAND")
+    run = lr_sub.add_parser(
+        "run",
+        help="hydrate the history, replay the input, write the answers",
+        description="Hydrate the toll history (PySpark), replay the input in simulated real "
+        "time, answer every request through the vehicles' standing queries, and write "
+        "tollalerts.csv, accidentalerts.csv, accountbalance.csv and dailyexpenditure.csv "
+        "with a summary and a PNG of response times. Exits 1 when a deadline is missed.",
+    )
+    run.add_argument("--input", type=Path, required=True, help="Linear Road input file")
+    run.add_argument("--history", type=Path, help="historical tolls file (vid,day,xway,tolls)")
+    run.add_argument("--out", type=Path, required=True, help="directory for the answer files")
+    run.add_argument(
+        "--speedup",
+        type=float,
+        default=1.0,
+        help="simulated seconds per wall second (1: real time)",
+    )
+    run.add_argument(
+        "--server",
+        help="HOST:PORT of a server started with --linear-road (default: start one)",
+    )
+
+
+# -------------------------------------------------------------------------------- run
+
+
+def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if bool(args.tls_cert) != bool(args.tls_key):
+        parser.error("serve: --tls-cert and --tls-key go together")
+    from psoup.server import ServerConfig, serve_forever
+
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        strategy=args.strategy,
+        auth_tokens_file=args.auth_tokens,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        max_message_bytes=args.max_message_bytes,
+        max_batch_rows=args.max_batch_rows,
+        max_query_chars=args.max_query_chars,
+        max_queries_per_client=args.max_queries_per_client,
+        ingest_queue_batches=args.ingest_queue_batches,
+        linear_road=args.linear_road,
+    )
+    try:
+        return serve_forever(config)
+    except (ValueError, RuntimeError, OSError) as err:  # bad token file, TLS files, port
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        from psoup import demo as demo_mod
+
+        demo_mod.run(
+            seconds=args.seconds, sensors=args.sensors, seed=args.seed, strategy=args.strategy
+        )
+        return 0
+    if args.command == "bench":
+        if args.suite == "linear-road":
+            from psoup.bench import linear_road_bench
+
+            if args.input is None:
+                parser.error("bench linear-road needs --input (and usually --history)")
+            return linear_road_bench.run(args.out, args.input, args.history, quick=args.quick)
+        if args.suite == "history":
+            from psoup.bench import history_bench
+
+            return history_bench.run(args.out, quick=args.quick, seed=args.seed)
+        if args.suite == "grpc":
+            from psoup.bench import grpc_bench as suite
+        else:
+            from psoup.bench import core as suite
+
+        suite.run(args.out, quick=args.quick, seed=args.seed)
+        return 0
+    if args.command == "linear-road":
+        from psoup.linear_road import driver
+
+        summary = driver.run(args.input, args.history, args.out, args.speedup, args.server)
+        print(summary.table())
+        if summary.missed:
+            print(f"error: {summary.missed} answers missed their deadline", file=sys.stderr)
+            return 1
+        print(f"every answer on time; answers and response_times.png in {args.out}")
+        return 0
+    if args.command == "serve":
+        return _serve(parser, args)
+    if args.command == "history":
+        from psoup.history import cli as history_cli
+
+        return history_cli.run(args)
+    from psoup import cli_client
+
+    return cli_client.run(args.client_command, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""The client subcommands of ``psoup`` (stream, ingest, register, invoke, ...), run on parsed args.
+
+``psoup/cli.py`` parses the arguments and calls ``run``; each command here opens a
+``clients.PSoupClient``, makes its calls and prints with ``psoup.formatting``. ``run``
+turns failures into a message on stderr and the exit status:
+
+* 0: success
+* 1: the server refused the request (``error: STATUS_CODE: message``), or the input
+  file is bad
+* 3: the server cannot be reached (``error: UNAVAILABLE: ...``)
+
+(2, usage errors, comes from argparse.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+
+from clients import PSoupClient, PSoupRpcError, Unavailable
+from psoup import formatting
+from psoup.csvio import CsvError, count_rows, read_batches
+
+EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 3
+
+
+def connect(args: argparse.Namespace) -> PSoupClient:
+    """A client for the connection options (``--server``, ``--token``, ...) of ``args``."""
+    return PSoupClient(
+        args.server, token=args.token, timeout=args.timeout, root_certificates=args.tls_ca
+    )
+
+
+def _print(text: str) -> None:
+    if text:
+        print(text, flush=True)
+
+
+# ---------------------------------------------------------------------------- streams
+
+
+def stream_create(c: PSoupClient, args: argparse.Namespace) -> int:
+    info = c.create_stream(args.name, args.schema, args.time, args.max_window)
+    window = "" if info.max_window is None else f", max_window {info.max_window}"
+    _print(
+        f"created stream {info.name} ({formatting.schema_text(info.schema)}; "
+        f"time {info.time}{window})"
+    )
+    return EXIT_OK
+
+
+def stream_list(c: PSoupClient, args: argparse.Namespace) -> int:
+    infos = c.list_streams()
+    if args.format == "json":
+        _print(formatting.to_json(infos))
+    else:
+        _print(formatting.streams_table(infos))
+    return EXIT_OK
+
+
+def stream_describe(c: PSoupClient, args: argparse.Namespace) -> int:
+    info = c.describe_stream(args.name)
+    if args.format == "json":
+        _print(formatting.to_json(info))
+    else:
+        _print(formatting.stream_text(info))
+    return EXIT_OK
+
+
+def stream_drop(c: PSoupClient, args: argparse.Namespace) -> int:
+    c.drop_stream(args.name)
+    _print(f"dropped stream {args.name}")
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- ingest
+
+
+def ingest(c: PSoupClient, args: argparse.Namespace) -> int:
+    """Send the CSV file in batches over one Ingest call, with a progress bar over rows."""
+    from tqdm import tqdm
+
+    info = c.describe_stream(args.name)
+    total = count_rows(args.file)
+    batches = read_batches(args.file, info.schema, args.batch_rows)
+    rows = nbatches = matches = 0
+    first = last = None
+    start = time.perf_counter()
+    with tqdm(total=total, unit="row", disable=args.no_progress) as bar:
+        try:
+            for ack in c.ingest(args.name, batches):
+                nbatches += 1
+                rows += ack.rows
+                matches += ack.matches
+                if ack.rows:
+                    first = ack.first_tuple_id if first is None else first
+                    last = ack.last_tuple_id
+                bar.update(ack.rows)
+        except (PSoupRpcError, CsvError):
+            # The acknowledged batches stay applied: say how far it got before the error.
+            print(
+                f"{formatting.plural(rows, 'row')} in {formatting.plural(nbatches, 'batch')} "
+                "were ingested before the error",
+                file=sys.stderr,
+            )
+            raise
+    secs = time.perf_counter() - start
+    ids = f"tuple ids {first}..{last}" if rows else "no tuple ids"
+    _print(
+        f"ingested {formatting.plural(rows, 'row')} in {formatting.plural(nbatches, 'batch')} "
+        f"in {secs:.2f} s ({rows / max(secs, 1e-9):,.0f} rows/s); {ids}; "
+        f"{formatting.plural(matches, 'match')}"
+    )
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- queries
+
+
+def register(c: PSoupClient, args: argparse.Namespace) -> int:
+    """Print the handle alone, so ``H=$(psoup register ...)`` works."""
+    _print(c.register(args.query, dict(args.param)))
+    return EXIT_OK
+
+
+def invoke(c: PSoupClient, args: argparse.Namespace) -> int:
+    result = c.invoke(args.handle, now=args.now, page_rows=args.page_rows)
+    _print(formatting.format_result(result, args.format))
+    return EXIT_OK
+
+
+def subscribe(c: PSoupClient, args: argparse.Namespace) -> int:
+    """Print events as they arrive until Ctrl-C (exit 0) or the query is unregistered."""
+    sub = c.subscribe(args.handle, include_current=args.include_current)
+    first = True
+    try:
+        for kind, result, first_tid in sub:
+            _print(formatting.format_event(kind, result, first_tid, args.format, first))
+            first = False
+    except KeyboardInterrupt:
+        sub.cancel()
+    return EXIT_OK
+
+
+def unregister(c: PSoupClient, args: argparse.Namespace) -> int:
+    c.unregister(args.handle)
+    _print(f"unregistered {args.handle}")
+    return EXIT_OK
+
+
+def describe(c: PSoupClient, args: argparse.Namespace) -> int:
+    info = c.describe_query(args.handle)
+    if args.format == "json":
+        _print(formatting.to_json(info))
+    else:
+        _print(formatting.query_text(info))
+    return EXIT_OK
+
+
+def stats(c: PSoupClient, args: argparse.Namespace) -> int:
+    s = c.stats()
+    _print(formatting.to_json(s) if args.format == "json" else formatting.key_values(s))
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[PSoupClient, argparse.Namespace], int]] = {
+    "stream create": stream_create,
+    "stream list": stream_list,
+    "stream describe": stream_describe,
+    "stream drop": stream_drop,
+    "ingest": ingest,
+    "register": register,
+    "invoke": invoke,
+    "subscribe": subscribe,
+    "unregister": unregister,
+    "describe": describe,
+    "stats": stats,
+}
+
+
+def run(command: str, args: argparse.Namespace) -> int:
+    """Run client ``command`` (a key of ``COMMANDS``); returns the exit status."""
+    try:
+        with connect(args) as c:
+            return COMMANDS[command](c, args)
+    except PSoupRpcError as err:
+        print(f"error: {err.code.name}: {err.message}", file=sys.stderr)
+        return EXIT_UNREACHABLE if isinstance(err, Unavailable) else EXIT_FAILED
+    except (CsvError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED

@@ -1,0 +1,663 @@
+"""The engine: one writer over the SteMs, the strategy's results and the catalog.
+
+It runs the three paths of docs/ARCHITECTURE.md. Every public method takes the engine
+lock, so registrations, batches and invokes are serialised and each invoke sees the
+effects of a prefix of the query stream over a prefix of the data stream (stream-prefix
+consistency, seeds/002 lines 1858-1866).
+
+ingest:   validate batch -> DataSteM.append -> expire -> QuerySteM.probe
+          -> strategy.mark (selections) + join step for two-source entries
+register: compile -> plan -> QuerySteM.add per source -> DataSteM.probe (new query x
+          old data) -> strategy.add_selection / join pairs
+invoke:   NOW and window -> visible seq range -> strategy rows -> project / aggregate
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from psoup.batch import check_time, columns_to_arrays, rows_to_columns
+from psoup.errors import (
+    AlreadyExistsError,
+    PreconditionError,
+    SchemaError,
+    UnknownHandleError,
+    UnknownStreamError,
+)
+from psoup.plan import Plan
+from psoup.query import compile_query
+from psoup.query.spec import QuerySpec
+from psoup.result import Result, aggregate, project
+from psoup.strategies import STRATEGIES, NoMat, PSoupC
+from stems.data_stem import DataSteM
+from stems.query_stem import QuerySteM
+from stems.schema import DTYPES, Schema
+
+_NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+@dataclass
+class Stream:
+    """A stream's catalog entry and storage."""
+
+    name: str
+    schema: Schema
+    max_window: int | float | None
+    stem: DataSteM
+    last_ts: int | float | None = None
+    queries: set[int] = field(default_factory=set)
+    tuples_ingested: int = 0
+
+    def visible_from(self) -> int:
+        """First seq still visible under the retention horizon. O(log n)."""
+        if self.max_window is None or self.last_ts is None:
+            return self.stem.start_seq
+        return self.stem.first_seq_at_or_after(self.last_ts - self.max_window)
+
+
+@dataclass
+class Query:
+    """A registered query."""
+
+    qid: int
+    handle: str
+    spec: QuerySpec
+    plan: Plan
+    entries: list[int]  # entry id per source
+    text: str = ""
+    params: dict = field(default_factory=dict)
+    registered_at: float = field(default_factory=time.time)
+    invocations: int = 0
+
+
+@dataclass(frozen=True)
+class InsertResult:
+    """What an accepted batch got: its global tuple id range and the matches it made."""
+
+    first_id: int
+    last_id: int
+    count: int
+    matches: int
+
+
+class Engine:
+    """In-process PSoup engine. See the module docstring for the paths."""
+
+    def __init__(
+        self, strategy: str = "psoup-p", block_rows: int = 4096, index_budget_bytes: int = 64 << 20
+    ):
+        if strategy not in STRATEGIES:
+            raise ValueError(
+                f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}"
+            )
+        if block_rows < 1:
+            raise ValueError("block_rows must be positive")
+        self.block_rows = block_rows
+        self.strategy = STRATEGIES[strategy](block_rows)
+        self.qstem = QuerySteM(index_budget_bytes)
+        self.streams: dict[str, Stream] = {}
+        self.queries: dict[str, Query] = {}
+        self._by_qid: dict[int, Query] = {}
+        self._entry_owner: dict[int, tuple[int, int]] = {}  # entry -> (qid, source)
+        self._join_entries: set[int] = set()
+        self._next_tid = 0
+        self._next_qid = 0
+        self._next_entry = 0
+        self.lock = threading.RLock()
+        self.matches_marked = 0
+        # Subscriptions: id -> (qid, callback, last aggregate rows pushed).
+        self._subs: dict[int, list] = {}
+        self._subs_by_qid: dict[int, set[int]] = {}
+        self._next_sub = 1
+        self._triggers: dict[str, list[Callable]] = {}  # stream -> batch callbacks
+
+    # ================================================================ streams
+    def create_stream(
+        self,
+        name: str,
+        schema: Mapping[str, str] | Sequence[tuple[str, str]],
+        time: str,
+        max_window: int | float | None = None,
+    ) -> Schema:
+        """Declare a stream. Raises SchemaError or AlreadyExistsError. O(attributes)."""
+        sch = _make_schema(name, schema, time, max_window)
+        with self.lock:
+            if name in self.streams:
+                raise AlreadyExistsError(f"stream {name!r} already exists")
+            self.streams[name] = Stream(name, sch, max_window, DataSteM(sch, self.block_rows))
+            return sch
+
+    def drop_stream(self, name: str) -> None:
+        """Remove a stream no registered query reads (else PreconditionError)."""
+        with self.lock:
+            st = self._stream(name)
+            if st.queries:
+                raise PreconditionError(
+                    f"stream {name!r} is read by {len(st.queries)} registered queries; "
+                    "unregister them first"
+                )
+            del self.streams[name]
+
+    def _stream(self, name: str) -> Stream:
+        st = self.streams.get(name)
+        if st is None:
+            raise UnknownStreamError(f"unknown stream {name!r}")
+        return st
+
+    def schemas(self) -> dict[str, Schema]:
+        return {n: s.schema for n, s in self.streams.items()}
+
+    # ================================================================= ingest
+    def insert(self, name: str, rows: Iterable[Sequence | Mapping]) -> InsertResult:
+        """Append tuples (schema order, or dicts) to ``name``; rejected whole on any error."""
+        with self.lock:
+            st = self._stream(name)
+            cols = rows_to_columns(st.schema, rows)
+            return self._ingest(st, cols)
+
+    def insert_columns(self, name: str, columns: Mapping[str, Sequence]) -> InsertResult:
+        """Append tuples given column-wise (attribute -> values); rejected whole on error."""
+        with self.lock:
+            st = self._stream(name)
+            return self._ingest(st, columns_to_arrays(st.schema, columns))
+
+    def replace_contents(self, name: str, columns: Mapping[str, Sequence]) -> InsertResult:
+        """Replace every stored tuple of a stream with ``columns``, atomically.
+
+        The rows may come in any time order: they are sorted (stably) by the time
+        attribute first. Registered queries stay registered under their handles and are
+        applied to the new contents as if registered now (new query x old data);
+        subscriptions stay open. Raises BatchError (nothing changed) when a column is bad.
+        Cost: O(n log n) for the sort plus the queries' probes of the new data.
+        """
+        with self.lock:
+            st = self._stream(name)
+            cols = columns_to_arrays(st.schema, columns)
+            ti = st.schema.time_index
+            if len(cols[ti]):  # (non-finite times were refused by columns_to_arrays)
+                order = np.argsort(cols[ti], kind="stable")
+                for i in range(len(cols)):
+                    cols[i] = cols[i][order]  # one column at a time: peak memory n x 2 cols
+                del order
+            # Nothing below can fail on user input.
+            affected = [self._by_qid[qid] for qid in sorted(st.queries)]
+            for q in affected:
+                self._detach(q)
+            self.strategy.reset_stream(name)
+            st.stem = DataSteM(st.schema, self.block_rows)
+            st.last_ts = None
+            st.tuples_ingested = 0
+            res = self._ingest(st, cols)
+            for q in affected:
+                self._attach(q)
+            return res
+
+    def _ingest(self, st: Stream, cols: list[np.ndarray]) -> InsertResult:
+        n = len(cols[0]) if cols else 0
+        check_time(st.schema, cols, st.last_ts)
+        if not n:
+            return InsertResult(self._next_tid, self._next_tid - 1, 0, 0)
+        # Nothing below can fail on user input: the batch is now applied whole.
+        tids = np.arange(self._next_tid, self._next_tid + n, dtype=np.int64)
+        self._next_tid += n
+        stem = st.stem
+        first = stem.append(cols, tids)
+        ts = cols[st.schema.time_index]
+        st.last_ts = ts[-1].item()
+        st.tuples_ingested += n
+        if st.max_window is not None:
+            stem.expire(st.last_ts - st.max_window)
+        marked = 0
+        if self.strategy.materializes and self.qstem.entries(st.name):
+            by_name = dict(zip(st.schema.names, cols, strict=True))
+            matches = self.qstem.probe(st.name, by_name, n)
+            marked = self.strategy.mark(st.name, first, matches, ts)
+            if self._join_entries:
+                marked += self._join_batch(st, first, n, matches)
+        self.strategy.after_batch(st.name, st.last_ts, st.visible_from(), stem.start_seq)
+        self.matches_marked += marked
+        if self._subs_by_qid:
+            self._notify(st, first, int(tids[0]))
+        for trigger in self._triggers.get(st.name, ()):
+            trigger(dict(zip(st.schema.names, cols, strict=True)))
+        return InsertResult(int(tids[0]), int(tids[-1]), n, marked)
+
+    def add_trigger(self, stream: str, fn: Callable[[dict[str, np.ndarray]], None]) -> None:
+        """Call ``fn(columns)`` with every batch accepted into ``stream``, under the engine
+        lock, after its matches are marked. A trigger may insert into other streams (a
+        derived stream, like Linear Road's toll notifications); its errors propagate to
+        the inserting caller, with the batch itself already applied."""
+        with self.lock:
+            self._stream(stream)
+            self._triggers.setdefault(stream, []).append(fn)
+
+    # =============================================================== register
+    def register(self, text: str, params: Mapping[str, object] | None = None) -> str:
+        """Register a standing query; returns its handle (128 random bits, hex).
+
+        Raises a QueryError subclass (with line and column) when the text is refused.
+        Cost: the new query probes the stored data of its streams (new query x old data).
+        """
+        with self.lock:
+            spec = compile_query(text, params, self.schemas())
+            plan = Plan(spec, self.schemas())
+            qid = self._next_qid
+            self._next_qid += 1
+            handle = secrets.token_hex(16)
+            q = Query(qid, handle, spec, plan, [], text, dict(params or {}))
+            self.queries[handle] = q
+            self._by_qid[qid] = q
+            self._attach(q)
+            return handle
+
+    def _attach(self, q: Query) -> None:
+        """Give ``q`` fresh entries, index them and apply them to the stored data."""
+        q.entries = []
+        for src in range(len(q.plan.streams)):
+            entry = self._next_entry
+            self._next_entry += 1
+            q.entries.append(entry)
+            self._entry_owner[entry] = (q.qid, src)
+        for s in q.plan.streams:
+            self.streams[s].queries.add(q.qid)
+        if q.plan.is_join:
+            self._register_join(q)
+        else:
+            self._register_selection(q)
+
+    def _detach(self, q: Query) -> None:
+        """Remove ``q``'s entries from the Query SteM and its results (not its handle)."""
+        for src, entry in enumerate(q.entries):
+            stream = q.plan.streams[src]
+            if self.strategy.materializes:
+                self.qstem.remove(stream, entry)
+            self._join_entries.discard(entry)
+            del self._entry_owner[entry]
+        for s in set(q.plan.streams):
+            self.streams[s].queries.discard(q.qid)
+        if self.strategy.materializes:
+            self.strategy.drop(q.qid, q.entries)
+
+    def _register_selection(self, q: Query) -> None:
+        st = self.streams[q.plan.streams[0]]
+        entry = q.entries[0]
+        pred = q.plan.local[0]
+        if self.strategy.materializes:
+            self.qstem.add(st.name, st.schema, entry, pred)
+            seqs = st.stem.probe(pred, st.visible_from(), st.stem.end_seq)
+        else:
+            seqs = np.empty(0, dtype=np.int64)
+        ts = st.stem.gather(st.schema.time, seqs)
+        self.strategy.add_selection(q.qid, entry, st.name, seqs, ts)
+        if isinstance(self.strategy, PSoupC):
+            self.strategy.watch(st.name, entry, q.spec.window)
+            self.strategy.after_batch(st.name, st.last_ts, st.visible_from(), st.stem.start_seq)
+
+    def _register_join(self, q: Query) -> None:
+        if not self.strategy.materializes:
+            return
+        plan = q.plan
+        for src, entry in enumerate(q.entries):
+            st = self.streams[plan.streams[src]]
+            self.qstem.add(st.name, st.schema, entry, plan.local[src])
+            self._join_entries.add(entry)
+        col = self.strategy.results.add_join(q.qid, plan.streams)
+        s0 = self.streams[plan.streams[0]]
+        s1 = self.streams[plan.streams[1]]
+        left = s0.stem.probe(plan.local[0], s0.visible_from(), s0.stem.end_seq)
+        col.add(self._pairs(plan, 0, left, s1.visible_from(), s1.stem.end_seq))
+
+    def _join_batch(self, st: Stream, first: int, n: int, matches) -> int:
+        """New data x old queries for two-source entries: probe the other Data SteM."""
+        wanted = {e for e in self._join_entries if self._entry_owner[e][0] in self._by_qid}
+        found = 0
+        for entry, offs in matches.by_entry():
+            if entry not in wanted:
+                continue
+            qid, src = self._entry_owner[entry]
+            q = self._by_qid[qid]
+            plan = q.plan
+            if plan.streams[src] != st.name:
+                continue
+            other = self.streams[plan.streams[1 - src]]
+            lo = other.visible_from()
+            hi = other.stem.end_seq
+            if src == 1 and plan.streams[0] == st.name:
+                # Self join: pairs with a new left tuple were found from source 0 already.
+                hi = min(hi, first)
+            pairs = self._pairs(plan, src, offs + first, lo, hi)
+            self.strategy.results.join(qid).add(pairs)
+            found += len(pairs)
+        if found:
+            self._expire_joins(st)
+        return found
+
+    def _pairs(self, plan: Plan, src: int, seqs: np.ndarray, lo: int, hi: int) -> list[tuple]:
+        """Result pairs of source ``src``'s tuples at ``seqs`` with the other's in [lo, hi)."""
+        mine = self.streams[plan.streams[src]]
+        other = self.streams[plan.streams[1 - src]]
+        # Rows of a large batch may expire within the batch itself: they join nothing.
+        seqs = seqs[seqs >= mine.visible_from()]
+        if not len(seqs) or lo >= hi:
+            return []
+        ms, os_ = mine.stem, other.stem
+        my_ts = ms.gather(mine.schema.time, seqs).tolist()
+        my_tid = ms.gather_tids(seqs).tolist()
+        attrs = plan.join_attrs(src)
+        my_vals = {a: ms.gather(a, seqs).tolist() for a in attrs}
+        out = []
+        for i, seq in enumerate(seqs.tolist()):
+            pred = plan.substitute(src, {a: my_vals[a][i] for a in attrs})
+            hits = os_.probe(pred, lo, hi)
+            if not len(hits):
+                continue
+            ots = os_.gather(other.schema.time, hits).tolist()
+            otid = os_.gather_tids(hits).tolist()
+            t, tid = my_ts[i], my_tid[i]
+            for oseq, ot, oid in zip(hits.tolist(), ots, otid, strict=True):
+                if src == 0:
+                    out.append((min(t, ot), tid, oid, max(t, ot), seq, oseq))
+                else:
+                    out.append((min(t, ot), oid, tid, max(t, ot), oseq, seq))
+        return out
+
+    def _expire_joins(self, st: Stream) -> None:
+        for qid in st.queries:
+            q = self._by_qid[qid]
+            if not q.plan.is_join:
+                continue
+            horizons = []
+            for s in q.plan.streams:
+                o = self.streams[s]
+                if o.max_window is None or o.last_ts is None:
+                    break
+                horizons.append(o.last_ts - o.max_window)
+            else:
+                self.strategy.results.join(qid).drop_older(min(horizons))
+
+    # ============================================================= unregister
+    def unregister(self, handle: str) -> None:
+        """Forget a query: its index entries and result column are freed."""
+        with self.lock:
+            q = self._query(handle)
+            self._detach(q)
+            del self.queries[handle]
+            del self._by_qid[q.qid]
+            for sub in self._subs_by_qid.pop(q.qid, set()):
+                _, callback, _ = self._subs.pop(sub)
+                callback(None, 0)
+
+    # ========================================================== subscriptions
+    def subscribe(self, handle: str, callback: Callable[[Result | None, int], None]) -> int:
+        """Call ``callback(result, first_tid)`` with each batch's new matches of a query.
+
+        For selections and joins ``result`` holds the rows inside the window (as of the
+        NOW after the batch) that involve a tuple of the batch, in result order; for
+        aggregates, the new aggregate rows whenever a batch changed them. ``first_tid``
+        is the batch's first tuple id. ``callback(None, 0)`` says the query was
+        unregistered. Callbacks run on the ingesting thread under the engine lock and
+        must not block. Returns a subscription id for ``unsubscribe``. Cost per batch
+        per subscription: a read of the column over the batch's rows (joins and
+        aggregates: over the window).
+        """
+        with self.lock:
+            q = self._query(handle)
+            sub = self._next_sub
+            self._next_sub += 1
+            last = self._evaluate(q, None).rows if q.spec.is_aggregate else None
+            self._subs[sub] = [q.qid, callback, last]
+            self._subs_by_qid.setdefault(q.qid, set()).add(sub)
+            return sub
+
+    def unsubscribe(self, sub: int) -> None:
+        """Stop a subscription (no-op if it already ended). O(1)."""
+        with self.lock:
+            entry = self._subs.pop(sub, None)
+            if entry is not None:
+                subs = self._subs_by_qid[entry[0]]
+                subs.discard(sub)
+                if not subs:
+                    del self._subs_by_qid[entry[0]]
+
+    def _notify(self, st: Stream, first: int, first_tid: int) -> None:
+        for qid in sorted(st.queries & self._subs_by_qid.keys()):
+            q = self._by_qid[qid]
+            now = self._now(q)
+            bounds = q.spec.window.resolve(now)
+            spec = q.spec
+            types = tuple(item.type for item in spec.select)
+            if spec.is_aggregate:
+                rows = self._evaluate(q, now).rows
+            elif q.plan.is_join:
+                rows = self._invoke_join(q, bounds, new=(st.name, first))
+            else:
+                rows = self._invoke_selection(q, bounds, since=first)
+            for sub in sorted(self._subs_by_qid[qid]):
+                entry = self._subs[sub]
+                if spec.is_aggregate:
+                    if rows == entry[2]:
+                        continue
+                    entry[2] = rows
+                elif not rows:
+                    continue
+                entry[1](Result(spec.columns, types, list(rows), now, bounds), first_tid)
+
+    def _now(self, q: Query):
+        """NOW for ``q``: the latest timestamp of its streams (None before any tuple)."""
+        stamps = [self.streams[s].last_ts for s in q.plan.streams]
+        stamps = [t for t in stamps if t is not None]
+        return max(stamps) if stamps else None
+
+    def _query(self, handle: str) -> Query:
+        q = self.queries.get(handle) if isinstance(handle, str) else None
+        if q is None:
+            raise UnknownHandleError("unknown query handle")
+        return q
+
+    def describe(self, handle: str) -> Query:
+        with self.lock:
+            return self._query(handle)
+
+    # ================================================================= invoke
+    def invoke(self, handle: str, now: int | float | None = None) -> Result:
+        """The query's current result over its window, as of ``now`` (default: NOW).
+
+        NOW is the largest timestamp ingested into the query's streams. Cost for a
+        selection under PSoup-P: O(log n) to place the window plus a read of the
+        column's bits inside it, O(window/8 + matches); never outside the window.
+        """
+        with self.lock:
+            q = self._query(handle)
+            q.invocations += 1
+            return self._evaluate(q, now)
+
+    def _evaluate(self, q: Query, now) -> Result:
+        spec = q.spec
+        if now is None:
+            now = self._now(q)
+        bounds = spec.window.resolve(now)
+        types = tuple(item.type for item in spec.select)
+        if q.plan.is_join:
+            rows = self._invoke_join(q, bounds)
+        else:
+            rows = self._invoke_selection(q, bounds)
+        return Result(spec.columns, types, rows, now, bounds)
+
+    def _invoke_selection(self, q: Query, bounds, since: int = 0) -> list[tuple]:
+        """Result rows over ``bounds``; only matches at seqs >= ``since`` count."""
+        st = self.streams[q.plan.streams[0]]
+        spec = q.spec
+        if bounds is None or bounds[0] > bounds[1]:
+            s = e = 0
+        else:
+            s, e = st.stem.seq_range(*bounds)
+            s = max(s, st.visible_from(), since)
+        lo, hi = bounds if bounds else (None, None)
+        strat = self.strategy
+        entry = q.entries[0]
+        if isinstance(strat, NoMat):
+            seqs = st.stem.probe(q.plan.local[0], s, e) if s < e else np.empty(0, np.int64)
+        elif (
+            spec.is_aggregate
+            and spec.group_by is None
+            and all(i.func == "COUNT" for i in spec.select)
+        ):
+            n = strat.selection_count(q.qid, entry, st.name, s, e, lo, hi) if s < e else 0
+            return [tuple(n for _ in spec.select)]
+        else:
+            seqs = (
+                strat.selection_rows(q.qid, entry, st.name, s, e, lo, hi)
+                if s < e
+                else np.empty(0, np.int64)
+            )
+        attrs = [item.col.attr for item in spec.select if item.col is not None]
+        if spec.group_by is not None:
+            attrs.append(spec.group_by.attr)
+        values = st.stem.gather_many(attrs, seqs)
+
+        def fetch(item):
+            return values[item.col.attr]
+
+        if spec.is_aggregate:
+            group = values[spec.group_by.attr] if spec.group_by else None
+            return aggregate(spec, len(seqs), fetch, group)
+        return project(spec, len(seqs), fetch)
+
+    def _invoke_join(self, q: Query, bounds, new: tuple[str, int] | None = None) -> list[tuple]:
+        """Result rows over ``bounds``; with ``new=(stream, seq)`` only the pairs that
+        involve a tuple of that stream at or after that seq. O(pairs in the window)."""
+        plan = q.plan
+        spec = q.spec
+        s0, s1 = (self.streams[s] for s in plan.streams)
+        pairs: list[tuple[int, int]] = []
+        if bounds is not None and bounds[0] <= bounds[1]:
+            lo, hi = bounds
+            v0, v1 = s0.visible_from(), s1.visible_from()
+            if isinstance(self.strategy, NoMat):
+                a0, z0 = s0.stem.seq_range(lo, hi)
+                a1, z1 = s1.stem.seq_range(lo, hi)
+                left = s0.stem.probe(plan.local[0], max(a0, v0), z0)
+                found = self._pairs(plan, 0, left, max(a1, v1), z1)
+                found.sort()
+                pairs = [(p[4], p[5]) for p in found]
+            else:
+                pairs = self.strategy.results.join(q.qid).rows(lo, hi, v0, v1)
+            if new is not None:
+                name, since = new
+                n0, n1 = plan.streams[0] == name, plan.streams[1] == name
+                pairs = [p for p in pairs if (n0 and p[0] >= since) or (n1 and p[1] >= since)]
+        seq0 = np.array([p[0] for p in pairs], dtype=np.int64)
+        seq1 = np.array([p[1] for p in pairs], dtype=np.int64)
+        stems = (s0.stem, s1.stem)
+        seqs = (seq0, seq1)
+
+        def fetch_col(col):
+            # gather needs ascending seqs: sort, gather, unsort.
+            sq = seqs[col.source]
+            order = np.argsort(sq, kind="stable")
+            vals = stems[col.source].gather(col.attr, sq[order])
+            out = np.empty_like(vals)
+            out[order] = vals
+            return out
+
+        def fetch(item):
+            return fetch_col(item.col)
+
+        if spec.is_aggregate:
+            group = fetch_col(spec.group_by) if spec.group_by else None
+            return aggregate(spec, len(pairs), fetch, group)
+        return project(spec, len(pairs), fetch)
+
+    # ================================================================== stats
+    def stats(self) -> dict[str, object]:
+        """Per stream and per engine counters. O(streams + columns)."""
+        with self.lock:
+            streams = {}
+            for name, st in self.streams.items():
+                streams[name] = {
+                    "tuples_stored": len(st.stem),
+                    "tuples_ingested": st.tuples_ingested,
+                    "bytes": st.stem.nbytes(),
+                    "indexed_blocks": st.stem.indexed_attrs(),
+                    "query_entries": self.qstem.entries(name),
+                    "interval_index_layouts": self.qstem.layouts(name),
+                    "last_ts": st.last_ts,
+                }
+            return {
+                "strategy": self.strategy.name,
+                "queries": len(self.queries),
+                "matches_marked": self.matches_marked,
+                "results": self.strategy.results.stats(),
+                "streams": streams,
+            }
+
+    def close(self) -> None:
+        """Release the engine's state (streams and queries are forgotten)."""
+        with self.lock:
+            self.streams.clear()
+            self.queries.clear()
+            self._by_qid.clear()
+            self._subs.clear()
+            self._subs_by_qid.clear()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _check(self) -> None:
+        """Verify every structure's invariants (for tests)."""
+        with self.lock:
+            for st in self.streams.values():
+                st.stem._check()
+            self.qstem._check()
+            self.strategy.results._check()
+
+
+def _make_schema(name: str, schema, time: str, max_window) -> Schema:
+    if not isinstance(name, str) or not name or not set(name) <= _NAME_OK or name[0].isdigit():
+        raise SchemaError(
+            f"bad stream name {name!r}: use letters, digits and _, not starting with a digit"
+        )
+    items = list(schema.items()) if isinstance(schema, Mapping) else list(schema)
+    if not items:
+        raise SchemaError(f"stream {name!r} needs at least one attribute")
+    names, types = [], []
+    for item in items:
+        if not (isinstance(item, tuple | list) and len(item) == 2):
+            raise SchemaError(f"bad attribute declaration {item!r}: expected (name, type)")
+        a, t = item
+        if not isinstance(a, str) or not a or not set(a) <= _NAME_OK or a[0].isdigit():
+            raise SchemaError(
+                f"bad attribute name {a!r}: use letters, digits and _, not starting with a digit"
+            )
+        if t not in DTYPES:
+            raise SchemaError(
+                f"attribute {a!r} has unknown type {t!r}; types are {', '.join(DTYPES)}"
+            )
+        if a in names:
+            raise SchemaError(f"attribute {a!r} is declared twice")
+        names.append(a)
+        types.append(t)
+    if time not in names:
+        raise SchemaError(
+            f"time attribute {time!r} is not one of the attributes ({', '.join(names)})"
+        )
+    if types[names.index(time)] not in ("int", "float"):
+        raise SchemaError(
+            f"time attribute {time!r} must be int or float, not {types[names.index(time)]}"
+        )
+    if max_window is not None and (
+        isinstance(max_window, bool)
+        or not isinstance(max_window, int | float)
+        or not max_window >= 0
+    ):
+        raise SchemaError(f"max_window must be a non-negative number or None, not {max_window!r}")
+    return Schema(tuple(names), tuple(types), time)

@@ -1,0 +1,335 @@
+"""The Linear Road toll network: position reports in, toll notifications, accident alerts
+and toll assessments out, computed per batch with numpy.
+
+State is kept in arrays indexed by vehicle slot and by segment key (xway, dir, seg), so a
+batch of n reports costs O(n) numpy work plus O(1) Python steps per batch; Python work per
+report happens only for the rare reports that change accident state (a vehicle becoming
+stopped, or a stopped vehicle moving). The rules are the spec's (seeds/000 section 3.2),
+with the original validator's conventions (see tests/lr_oracle.py, which this module is
+checked against):
+
+* minute(t) = t // 60 + 1; a segment's speed in a minute is the mean over its vehicles of
+  each vehicle's mean speed there; LAV(m) truncates the mean of the minutes m-5 .. m-1
+  that have reports (-1 if none); the toll of minute m counts minute m-1's vehicles;
+* toll = 2 (n - 50)^2 when LAV < 40 and n > 50, 0 within 4 segments upstream of an
+  accident that is in its segment during minute m-1;
+* a vehicle is stopped at its 4th consecutive report (30 s apart) from the same
+  (xway, lane, pos, dir); two stopped at one travel-lane place make an accident, in its
+  segment from the detection minute through the minute one of them moves;
+* a report from a segment other than the vehicle's previous report's (first report
+  included), outside the exit lane, gets a toll notification and, near an accident, an
+  accident alert; the previous segment's notified toll is assessed at that report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+EXIT_LANE = 4
+SEGMENTS = 100
+SEGMENT_FEET = 5280
+REPORT_EVERY = 30
+STOP_REPORTS = 4
+LAV_MINUTES = 5
+TOLL_FREE_VEHICLES = 50
+TOLL_FREE_SPEED = 40
+ACCIDENT_REACH = 5  # segments downstream (including the segment itself) that suppress tolls
+REPORT_FIELDS = ("time", "vid", "spd", "xway", "lane", "dir", "seg", "pos")
+
+
+@dataclass
+class Outputs:
+    """Rows derived from one batch, column-wise (numpy int64 arrays)."""
+
+    tolls: dict[str, np.ndarray] = field(default_factory=dict)  # time vid xway dir seg lav toll
+    alerts: dict[str, np.ndarray] = field(default_factory=dict)  # time vid xway dir seg
+    assessments: dict[str, np.ndarray] = field(default_factory=dict)  # time vid xway toll
+
+
+@dataclass
+class _Accident:
+    place: tuple[int, int, int, int]  # xway, lane, pos, dir
+    vids: tuple[int, int]
+    first_minute: int
+    last_minute: int | None = None  # set when one of the vehicles moves
+
+
+class TollNetwork:
+    """Consumes position reports in time order; produces the derived rows."""
+
+    def __init__(self, xways: int = 1):
+        self.xways = xways
+        self._keys = xways * 2 * SEGMENTS
+        # Per vehicle slot (grown on demand); vid -> slot is a direct array for small vids.
+        self._slot_of = np.full(0, -1, dtype=np.int64)
+        self._vids = np.empty(0, dtype=np.int64)
+        cap = 0
+        self._last_seg = np.empty(cap, dtype=np.int64)  # -1: no report yet
+        self._last_place = np.empty((cap, 4), dtype=np.int64)  # xway, lane, pos, dir
+        self._last_time = np.empty(cap, dtype=np.int64)
+        self._same = np.empty(cap, dtype=np.int64)  # consecutive reports at last place
+        self._quoted = np.empty(cap, dtype=np.int64)  # toll notified for current segment
+        self._quoted_xway = np.empty(cap, dtype=np.int64)
+        # Per minute: sums for the open minute, finished averages and counts for older ones.
+        self._minute = 0
+        self._veh_key: list[np.ndarray] = []  # (segment key * big + slot) per report, open minute
+        self._veh_spd: list[np.ndarray] = []
+        self._avg: dict[int, np.ndarray] = {}  # minute -> per key mean speed (nan: no report)
+        self._cars: dict[int, np.ndarray] = {}  # minute -> per key distinct vehicles
+        # Accidents.
+        self._stopped: dict[tuple[int, int, int, int], set[int]] = {}
+        self._accidents: list[_Accident] = []
+
+    # -- vehicles -----------------------------------------------------------------------
+    def _slots(self, vids: np.ndarray) -> np.ndarray:
+        top = int(vids.max())
+        if top >= len(self._slot_of):
+            grown = np.full(max(top + 1, 2 * len(self._slot_of)), -1, dtype=np.int64)
+            grown[: len(self._slot_of)] = self._slot_of
+            self._slot_of = grown
+        slots = self._slot_of[vids]
+        new = np.flatnonzero(slots < 0)
+        if len(new):
+            n0 = len(self._vids)
+            fresh = np.arange(n0, n0 + len(new))
+            self._slot_of[vids[new]] = fresh
+            slots[new] = fresh
+            self._vids = np.concatenate((self._vids, vids[new]))
+            self._grow(n0 + len(new))
+        return slots
+
+    def _grow(self, n: int) -> None:
+        if n <= len(self._last_seg):
+            return
+        cap = max(n, 2 * len(self._last_seg), 1024)
+
+        def extend(a: np.ndarray, fill: int) -> np.ndarray:
+            shape = (cap, *a.shape[1:])
+            out = np.full(shape, fill, dtype=a.dtype)
+            out[: len(a)] = a
+            return out
+
+        self._last_seg = extend(self._last_seg, -1)
+        self._last_place = extend(self._last_place, -1)
+        self._last_time = extend(self._last_time, -(10**9))
+        self._same = extend(self._same, 0)
+        self._quoted = extend(self._quoted, 0)
+        self._quoted_xway = extend(self._quoted_xway, 0)
+
+    # -- minutes ------------------------------------------------------------------------
+    def _key(self, xway: np.ndarray, direction: np.ndarray, seg: np.ndarray) -> np.ndarray:
+        return (xway * 2 + direction) * SEGMENTS + seg
+
+    def _close_minute(self) -> None:
+        """Turn the open minute's reports into per-segment averages and vehicle counts."""
+        m = self._minute
+        avg = np.full(self._keys, np.nan)
+        cars = np.zeros(self._keys, dtype=np.int64)
+        if self._veh_key:
+            vk = np.concatenate(self._veh_key)
+            sp = np.concatenate(self._veh_spd)
+            # Per (segment, vehicle): mean speed; then per segment: mean of those.
+            uk, inv = np.unique(vk, return_inverse=True)
+            per_vehicle = np.bincount(inv, weights=sp) / np.bincount(inv)
+            seg_of = uk // (1 << 32)
+            cars = np.bincount(seg_of, minlength=self._keys)
+            sums = np.bincount(seg_of, weights=per_vehicle, minlength=self._keys)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                avg = np.where(cars > 0, sums / np.maximum(cars, 1), np.nan)
+        self._avg[m] = avg
+        self._cars[m] = cars
+        self._veh_key, self._veh_spd = [], []
+        for old in [k for k in self._avg if k < m - LAV_MINUTES]:
+            del self._avg[old], self._cars[old]
+
+    def _lav(self, m: int, keys: np.ndarray) -> np.ndarray:
+        rows = [self._avg[mm][keys] for mm in range(m - LAV_MINUTES, m) if mm in self._avg]
+        if not rows:
+            return np.full(len(keys), -1, dtype=np.int64)
+        stack = np.vstack(rows)
+        have = ~np.isnan(stack)
+        n = have.sum(axis=0)
+        total = np.where(have, stack, 0.0).sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = total / n
+        return np.where(n > 0, np.trunc(mean), -1).astype(np.int64)
+
+    # -- accidents ----------------------------------------------------------------------
+    def _accident_keys(self, m: int) -> np.ndarray:
+        """Segment keys with an accident in them during minute ``m`` (sorted)."""
+        keys = [
+            (a.place[0] * 2 + a.place[3]) * SEGMENTS + a.place[2] // SEGMENT_FEET
+            for a in self._accidents
+            if a.first_minute <= m and (a.last_minute is None or m <= a.last_minute)
+        ]
+        return np.unique(np.array(keys, dtype=np.int64))
+
+    def _update_stops(self, t: int, vids, before, place, moved, now_stopped) -> None:
+        """Rare: vehicles that just stopped or just left a stop. O(such vehicles)."""
+        m = t // 60 + 1
+        for i in np.flatnonzero(moved).tolist():
+            # A stopped vehicle reports elsewhere: it leaves its place; its accident clears.
+            v = int(vids[i])
+            old = tuple(before[i].tolist())
+            ids = self._stopped.get(old)
+            if ids is not None:
+                ids.discard(v)
+                if not ids:
+                    del self._stopped[old]
+            for a in self._accidents:
+                if a.last_minute is None and a.place == old and v in a.vids:
+                    a.last_minute = m
+        for i in np.flatnonzero(now_stopped).tolist():
+            v = int(vids[i])
+            p = tuple(place[i].tolist())
+            ids = self._stopped.setdefault(p, set())
+            if v in ids:
+                continue
+            if 1 <= p[1] <= 3:
+                for other in ids:
+                    if not any(a.last_minute is None and a.place == p for a in self._accidents):
+                        self._accidents.append(_Accident(p, (other, v), m))
+                        break
+            ids.add(v)
+
+    # -- the batch ----------------------------------------------------------------------
+    def process(self, reports: dict[str, np.ndarray]) -> Outputs:
+        """Apply a batch of reports (columns REPORT_FIELDS, times non-decreasing).
+
+        Returns the derived rows. Cost: O(n) numpy work per distinct time in the batch.
+        """
+        t_all = np.asarray(reports["time"], dtype=np.int64)
+        out_parts: list[Outputs] = []
+        if not len(t_all):
+            return _merge([])
+        cuts = np.flatnonzero(np.diff(t_all)) + 1
+        for a, z in zip([0, *cuts.tolist()], [*cuts.tolist(), len(t_all)], strict=True):
+            cols = {f: np.asarray(reports[f], dtype=np.int64)[a:z] for f in REPORT_FIELDS}
+            # A vehicle reports at most once per second; split if a batch says otherwise.
+            out_parts.extend(self._at_time(c) for c in _unique_vid_groups(cols))
+        return _merge(out_parts)
+
+    def _at_time(self, c: dict[str, np.ndarray]) -> Outputs:
+        t = int(c["time"][0])
+        m = t // 60 + 1
+        if m != self._minute:
+            if self._minute:
+                self._close_minute()  # minutes without reports stay absent: no speed, no cars
+            self._minute = m
+        vids = c["vid"]
+        slots = self._slots(vids)
+        key = self._key(c["xway"], c["dir"], c["seg"])
+        self._veh_key.append(key * (1 << 32) + slots)
+        self._veh_spd.append(c["spd"].astype(float))
+
+        # Stops: consecutive identical places, 30 s apart.
+        place = np.stack((c["xway"], c["lane"], c["pos"], c["dir"]), axis=1)
+        same = (self._last_place[slots] == place).all(axis=1) & (
+            t - self._last_time[slots] == REPORT_EVERY
+        )
+        was_stopped = self._same[slots] >= STOP_REPORTS
+        self._same[slots] = np.where(same, self._same[slots] + 1, 1)
+        now_stopped = (self._same[slots] == STOP_REPORTS) & same
+        moved = was_stopped & ~same
+        if moved.any() or now_stopped.any():
+            before = self._last_place[slots]
+            self._update_stops(t, vids, before, place, moved, now_stopped)
+        self._last_place[slots] = place
+        self._last_time[slots] = t
+
+        # Segment changes: assessments of the segment left, notifications of the new one.
+        prev = self._last_seg[slots]
+        changed = prev != c["seg"]
+        self._last_seg[slots] = c["seg"]
+        left = np.flatnonzero(changed & (prev >= 0) & (self._quoted[slots] > 0))
+        assessed = {
+            "time": np.full(len(left), t, dtype=np.int64),
+            "vid": vids[left],
+            "xway": self._quoted_xway[slots[left]],
+            "toll": self._quoted[slots[left]],
+        }
+        self._quoted[slots[changed]] = 0
+        entering = np.flatnonzero(changed & (c["lane"] != EXIT_LANE))
+        out = Outputs(assessments=assessed)
+        if not len(entering):
+            out.tolls = _empty(("time", "vid", "xway", "dir", "seg", "lav", "toll"))
+            out.alerts = _empty(("time", "vid", "xway", "dir", "seg"))
+            return out
+        e_key = key[entering]
+        e_seg, e_dir, e_x = c["seg"][entering], c["dir"][entering], c["xway"][entering]
+        lav = self._lav(m, e_key)
+        cars = self._cars.get(m - 1)
+        n = cars[e_key] if cars is not None else np.zeros(len(entering), dtype=np.int64)
+        acc = self._accident_keys(m - 1)
+        near = np.zeros(len(entering), dtype=bool)
+        near_seg = np.full(len(entering), -1, dtype=np.int64)
+        if len(acc):
+            step = np.where(e_dir == 0, 1, -1)
+            for i in range(ACCIDENT_REACH - 1, -1, -1):  # nearest accident wins
+                s_i = e_seg + step * i
+                inside = (s_i >= 0) & (s_i < SEGMENTS)
+                k_i = self._key(e_x, e_dir, np.clip(s_i, 0, SEGMENTS - 1))
+                hit = inside & np.isin(k_i, acc)
+                near |= hit
+                near_seg = np.where(hit, s_i, near_seg)
+        toll = np.where(
+            (lav < TOLL_FREE_SPEED) & (n > TOLL_FREE_VEHICLES) & ~near,
+            2 * (n - TOLL_FREE_VEHICLES) ** 2,
+            0,
+        ).astype(np.int64)
+        e_slots = slots[entering]
+        self._quoted[e_slots] = toll
+        self._quoted_xway[e_slots] = e_x
+        out.tolls = {
+            "time": np.full(len(entering), t, dtype=np.int64),
+            "vid": vids[entering],
+            "xway": e_x,
+            "dir": e_dir,
+            "seg": e_seg,
+            "lav": lav,
+            "toll": toll,
+        }
+        hits = np.flatnonzero(near)
+        out.alerts = {
+            "time": np.full(len(hits), t, dtype=np.int64),
+            "vid": vids[entering][hits],
+            "xway": e_x[hits],
+            "dir": e_dir[hits],
+            "seg": near_seg[hits],
+        }
+        return out
+
+
+def _empty(names) -> dict[str, np.ndarray]:
+    return {n: np.empty(0, dtype=np.int64) for n in names}
+
+
+def _unique_vid_groups(cols: dict[str, np.ndarray]):
+    """Split one second's reports so that no group holds a vehicle twice (file order kept)."""
+    vids = cols["vid"]
+    if len(np.unique(vids)) == len(vids):
+        yield cols
+        return
+    order = np.argsort(vids, kind="stable")
+    sv = vids[order]
+    starts = np.flatnonzero(np.r_[True, sv[1:] != sv[:-1]])
+    rank = np.empty(len(vids), dtype=np.int64)
+    rank[order] = np.arange(len(vids)) - np.repeat(starts, np.diff(np.r_[starts, len(vids)]))
+    for r in range(int(rank.max()) + 1):
+        sel = np.flatnonzero(rank == r)
+        yield {k: v[sel] for k, v in cols.items()}
+
+
+def _merge(parts: list[Outputs]) -> Outputs:
+    out = Outputs(
+        tolls=_empty(("time", "vid", "xway", "dir", "seg", "lav", "toll")),
+        alerts=_empty(("time", "vid", "xway", "dir", "seg")),
+        assessments=_empty(("time", "vid", "xway", "toll")),
+    )
+    for name in ("tolls", "alerts", "assessments"):
+        pieces = [getattr(p, name) for p in parts if len(next(iter(getattr(p, name).values())))]
+        if pieces:
+            setattr(out, name, {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]})
+    return out

@@ -1,0 +1,77 @@
+"""Linear Road's streams in the engine, and the standing queries a vehicle registers.
+
+``install(engine)`` declares the input stream ``positions`` and the derived streams the
+toll network (network.py) fills after every batch of positions, on the engine thread,
+so every client can register its own standing queries over them:
+
+==================== ====================================== =========== ==============
+stream               attributes                             time        kept
+==================== ====================================== =========== ==============
+positions            time vid spd xway lane dir seg pos     time        10 minutes
+toll_notifications   time vid xway dir seg lav toll         time        10 minutes
+accident_alerts      time vid xway dir seg (accident's)     time        10 minutes
+toll_assessments     time vid xway toll                     time        everything
+toll_history         vid day xway tolls                     day         everything
+==================== ====================================== =========== ==============
+
+``toll_history`` is hydrated by the PySpark pipeline (``psoup history hydrate``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from psoup.engine import Engine
+from psoup.linear_road.network import REPORT_FIELDS, TollNetwork
+
+RECENT = 600  # seconds of reports and notifications kept
+
+SCHEMAS: dict[str, tuple[dict[str, str], str, int | None]] = {
+    "positions": ({f: "int" for f in REPORT_FIELDS}, "time", RECENT),
+    "toll_notifications": (
+        {a: "int" for a in ("time", "vid", "xway", "dir", "seg", "lav", "toll")},
+        "time",
+        RECENT,
+    ),
+    "accident_alerts": ({a: "int" for a in ("time", "vid", "xway", "dir", "seg")}, "time", RECENT),
+    "toll_assessments": ({a: "int" for a in ("time", "vid", "xway", "toll")}, "time", None),
+    "toll_history": ({a: "int" for a in ("vid", "day", "xway", "tolls")}, "day", None),
+}
+
+# The standing queries of one vehicle (named parameters: :v vehicle, :x xway, :d day).
+VEHICLE_QUERIES = {
+    "tolls": "SELECT time, lav, toll FROM toll_notifications WHERE vid = :v BEGIN NOW - 30 END NOW",
+    "accidents": "SELECT time, seg FROM accident_alerts WHERE vid = :v BEGIN NOW - 30 END NOW",
+    "balance": "SELECT SUM(toll) FROM toll_assessments WHERE vid = :v BEGIN 0 END NOW",
+}
+DAILY_EXPENDITURE = (
+    "SELECT SUM(tolls) FROM toll_history WHERE vid = :v AND xway = :x AND day = :d BEGIN 0 END NOW"
+)
+# What the alert service subscribes to: every notification and alert as it is made.
+ALL_TOLLS = "SELECT vid, time, lav, toll FROM toll_notifications BEGIN NOW END NOW"
+ALL_ALERTS = "SELECT time, vid, seg FROM accident_alerts BEGIN NOW END NOW"
+
+
+def install(engine: Engine) -> TollNetwork:
+    """Declare the streams that do not exist yet and attach a toll network to positions."""
+    for name, (schema, time, keep) in SCHEMAS.items():
+        if name not in engine.streams:
+            engine.create_stream(name, schema, time=time, max_window=keep)
+    network = TollNetwork()
+    lock = threading.Lock()
+
+    def on_positions(cols: dict[str, np.ndarray]) -> None:
+        with lock:  # the engine serialises batches already; this guards direct use
+            out = network.process(cols)
+        for stream, rows in (
+            ("toll_notifications", out.tolls),
+            ("accident_alerts", out.alerts),
+            ("toll_assessments", out.assessments),
+        ):
+            if len(rows["time"]):
+                engine.insert_columns(stream, rows)
+
+    engine.add_trigger("positions", on_positions)
+    return network

@@ -1,0 +1,40 @@
+"""The query language: text → tokens → syntax tree → bound ``QuerySpec``.
+
+One module per phase, in pipeline order: ``lexer`` (tokens with positions), ``parser``
+(recursive descent → ``ast``), ``binder`` (names, types, parameters, ``*``, normal form →
+``spec``). docs/QUERY_LANGUAGE.md describes the language for users.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+
+from psoup.query.ast import Query
+from psoup.query.binder import bind, canonical
+from psoup.query.parser import parse
+from psoup.query.spec import QuerySpec
+from stems.schema import Schema
+
+__all__ = ["QuerySpec", "canonical", "compile_query", "parse"]
+
+
+def compile_query(
+    text: str,
+    params: Mapping[str, int | float | str] | None,
+    schemas: Mapping[str, Schema],
+) -> QuerySpec:
+    """Parse and bind ``text`` against the streams in ``schemas`` (name → Schema).
+
+    Raises a ``psoup.errors.QueryError`` subclass, with line and column, when the query
+    cannot be registered.
+    """
+    tree: Query = _parse_cached(text)
+    return bind(tree, text, params or {}, schemas)
+
+
+@lru_cache(maxsize=4096)
+def _parse_cached(text: str) -> Query:
+    # Syntax trees are immutable, and clients register one text with many parameter sets
+    # (one standing query per vehicle), so parsing once per text pays.
+    return parse(text)

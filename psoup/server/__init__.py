@@ -1,0 +1,11 @@
+"""The gRPC server: ``start_server(ServerConfig(...))`` in-process, ``psoup serve`` from a shell.
+
+Modules: ``config`` (settings and limits), ``auth`` (bearer tokens), ``worker`` (the
+engine thread), ``servicer`` (the RPC methods), ``metrics`` (Stats counters), ``app``
+(wiring, health, reflection, TLS, signals).
+"""
+
+from psoup.server.app import RunningServer, serve_forever, start_server
+from psoup.server.config import ServerConfig
+
+__all__ = ["RunningServer", "ServerConfig", "serve_forever", "start_server"]

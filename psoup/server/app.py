@@ -1,0 +1,119 @@
+"""Starting and stopping the server: gRPC wiring, health, reflection, TLS, signals."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+import psoup
+from psoup.api import psoup_pb2 as pb
+from psoup.api import psoup_pb2_grpc as pb_grpc
+from psoup.server.auth import Authenticator, load_tokens
+from psoup.server.config import ServerConfig
+from psoup.server.servicer import PSoupServicer
+from psoup.server.worker import EngineWorker
+
+SERVICE = pb.DESCRIPTOR.services_by_name["PSoup"].full_name
+
+
+class RunningServer:
+    """A started server: its bound ``port``, ``stop()`` and ``wait_for_termination()``."""
+
+    def __init__(
+        self, server: grpc.Server, port: int, worker: EngineWorker, health_servicer, servicer
+    ):
+        self.server = server
+        self.port = port
+        self.worker = worker
+        self.health = health_servicer
+        self.servicer = servicer
+        self.engine = servicer.engine
+        self._stopped = threading.Event()
+
+    def stop(self, grace: float | None = 5.0) -> None:
+        """Refuse new calls, let in-flight ones finish for ``grace`` seconds, then stop."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self.health.enter_graceful_shutdown()
+        self.server.stop(grace).wait()
+        self.worker.stop()
+
+    def wait_for_termination(self, timeout: float | None = None) -> bool:
+        return self.server.wait_for_termination(timeout)
+
+
+def start_server(config: ServerConfig) -> RunningServer:
+    """Build the engine, bind ``config.host:config.port`` (0 = any free port) and start.
+
+    Raises ValueError for a bad token file or TLS setting, RuntimeError if the port
+    cannot be bound.
+    """
+    tokens = load_tokens(config.auth_tokens_file) if config.auth_tokens_file else None
+    engine = psoup.connect(strategy=config.strategy)
+    worker = EngineWorker(config.ingest_queue_batches)
+    if config.linear_road:
+        from psoup.linear_road.streams import install
+
+        worker.call(lambda: install(engine))
+    servicer = PSoupServicer(engine, worker, Authenticator(tokens), config)
+    options = [
+        ("grpc.max_receive_message_length", config.max_message_bytes),
+        ("grpc.max_send_message_length", config.max_message_bytes),
+    ]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers), options=options)
+    pb_grpc.add_PSoupServicer_to_server(servicer, server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (
+            SERVICE,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    address = f"{config.host}:{config.port}"
+    if config.tls_cert or config.tls_key:
+        if not (config.tls_cert and config.tls_key):
+            raise ValueError("TLS needs both --tls-cert and --tls-key")
+        creds = grpc.ssl_server_credentials(
+            [(Path(config.tls_key).read_bytes(), Path(config.tls_cert).read_bytes())]
+        )
+        port = server.add_secure_port(address, creds)
+    else:
+        port = server.add_insecure_port(address)
+    if not port:
+        worker.stop()
+        raise RuntimeError(f"cannot bind {address}")
+    server.start()
+    for name in ("", SERVICE):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return RunningServer(server, port, worker, health_servicer, servicer)
+
+
+def serve_forever(config: ServerConfig) -> int:
+    """Run until SIGTERM or Ctrl-C, then drain in-flight calls and stop. Returns 0.
+
+    Prints ``psoup serving on HOST:PORT`` (the bound port) once ready.
+    """
+    running = start_server(config)
+    done = threading.Event()
+
+    def on_signal(signum, frame):
+        done.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    print(f"psoup serving on {config.host}:{running.port}", flush=True)
+    done.wait()
+    print("psoup: draining and stopping", file=sys.stderr, flush=True)
+    running.stop(grace=5.0)
+    return 0

@@ -1,0 +1,26 @@
+"""The server's settings: address, strategy, security and the limits it enforces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class ServerConfig:
+    """Everything ``psoup serve`` can be told. Limits are enforced with RESOURCE_EXHAUSTED."""
+
+    host: str = "127.0.0.1"
+    port: int = 50051  # 0 picks a free port
+    strategy: str = "psoup-p"
+    auth_tokens_file: str | None = None  # lines "client-id:token"; None = no authentication
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    max_message_bytes: int = 64 << 20
+    max_batch_rows: int = 1_000_000
+    max_query_chars: int = 10_000
+    max_queries_per_client: int = 100_000
+    ingest_queue_batches: int = 64  # batches waiting for the engine before Ingest is refused
+    subscription_buffer: int = 10_000  # undelivered messages before a subscriber is cut off
+    page_rows: int = 4096  # default rows per InvokeQuery page
+    workers: int = 32  # gRPC handler threads
+    linear_road: bool = False  # declare Linear Road's streams and run its toll network

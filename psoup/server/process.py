@@ -1,0 +1,48 @@
+"""Running ``psoup serve`` as a child process: for drivers and benchmarks that want the
+server on its own CPU and GIL (and its resident memory measurable on its own)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+class ServerProcess:
+    """A ``psoup serve --port 0`` child; ``target`` is its HOST:PORT once started."""
+
+    def __init__(self, *args: str):
+        cmd = [sys.executable, "-m", "psoup", "serve", "--port", "0", *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()  # "psoup serving on HOST:PORT" once ready
+        if not line.startswith("psoup serving on "):
+            self.proc.kill()
+            raise RuntimeError(f"psoup serve did not start: {line.strip() or 'no output'}")
+        self.target = line.rsplit(" ", 1)[1].strip()
+
+    def rss_bytes(self) -> int:
+        """The server's resident memory (0 where /proc is missing)."""
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM, wait for the drain; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

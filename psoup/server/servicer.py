@@ -1,0 +1,616 @@
+"""The psoup.v1.PSoup servicer: validate, hand the engine thread a closure, translate back.
+
+Each method is thin. It authenticates the caller, checks the request's fields and the
+configured limits (naming the field or the limit in the error), decodes values with
+psoup.api.codec, runs the engine work on the engine thread (psoup/server/worker.py) and
+turns the answer or the engine's error into a message or a status code. Nothing touches
+the engine outside the engine thread, and a refused request changes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from collections import Counter, deque
+
+import grpc
+
+from psoup.api import codec
+from psoup.api import psoup_pb2 as pb
+from psoup.api import psoup_pb2_grpc as pb_grpc
+from psoup.engine import Engine, Query
+from psoup.errors import (
+    AlreadyExistsError,
+    NotFoundError,
+    PreconditionError,
+    PSoupError,
+)
+from psoup.result import Result
+from psoup.server.auth import Authenticator, AuthError
+from psoup.server.config import ServerConfig
+from psoup.server.loads import Loads, UnknownLoad
+from psoup.server.metrics import Metrics, release_free_memory, rss_bytes
+from psoup.server.worker import EngineWorker, QueueFull
+
+_STATUS = (
+    (NotFoundError, grpc.StatusCode.NOT_FOUND),
+    (AlreadyExistsError, grpc.StatusCode.ALREADY_EXISTS),
+    (PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
+    (PSoupError, grpc.StatusCode.INVALID_ARGUMENT),
+    (codec.CodecError, grpc.StatusCode.INVALID_ARGUMENT),
+)
+INGEST_DEPTH = 4  # batches of one Ingest call in flight at once
+_END = object()  # a subscription's RPC ended
+_OVERFLOW = object()  # a subscriber fell too far behind
+
+
+class _Skipped(Exception):
+    """A batch not applied because an earlier batch of its call failed."""
+
+
+class Abort(Exception):
+    """A status to end the call with."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
+    if isinstance(exc, Abort):
+        return exc.code, exc.message
+    for cls, code in _STATUS:
+        if isinstance(exc, cls):
+            return code, str(exc)
+    return None
+
+
+def _abort(context: grpc.ServicerContext, exc: BaseException):
+    """End the call with the status ``exc`` stands for; unexpected errors are INTERNAL."""
+    status = _status_of(exc)
+    if status is None:
+        context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+    context.abort(*status)
+
+
+def _set_time(msg, result: Result) -> None:
+    """Fill a response's now / window_begin / window_end from ``result``."""
+    if result.now is not None:
+        msg.now.CopyFrom(codec.to_value(result.now))
+    if result.window is not None:
+        msg.window_begin.CopyFrom(codec.to_value(result.window[0]))
+        msg.window_end.CopyFrom(codec.to_value(result.window[1]))
+
+
+def _window(spec) -> pb.Window:
+    def bound(b) -> pb.Window.Bound:
+        return pb.Window.Bound(relative_to_now=b.kind == "now", offset=float(b.value))
+
+    return pb.Window(begin=bound(spec.window.begin), end=bound(spec.window.end))
+
+
+def _columns(spec) -> list[pb.ColumnInfo]:
+    return [
+        pb.ColumnInfo(name=name, type=codec.TYPE_TO_PB[item.type])
+        for name, item in zip(spec.columns, spec.select, strict=True)
+    ]
+
+
+def _stream_info(db: Engine, name: str) -> pb.StreamInfo:
+    st = db.streams[name]
+    schema = st.schema
+    info = pb.StreamInfo(
+        name=name,
+        attributes=[
+            pb.Attribute(name=a, type=codec.TYPE_TO_PB[t])
+            for a, t in zip(schema.names, schema.types, strict=True)
+        ],
+        time=schema.time,
+        tuples_stored=len(st.stem),
+        tuples_ingested=st.tuples_ingested,
+        queries=len(st.queries),
+    )
+    if st.max_window is not None:
+        info.max_window = float(st.max_window)
+    if st.last_ts is not None:
+        info.last_ts.CopyFrom(codec.to_value(st.last_ts))
+    return info
+
+
+class PSoupServicer(pb_grpc.PSoupServicer):
+    """The service's methods; see proto/psoup/v1/psoup.proto for what each promises."""
+
+    def __init__(
+        self, engine: Engine, worker: EngineWorker, auth: Authenticator, config: ServerConfig
+    ):
+        self.engine = engine
+        self.worker = worker
+        self.auth = auth
+        self.config = config
+        self.metrics = Metrics()
+        self._lock = threading.Lock()
+        self._owners: dict[str, str] = {}  # handle -> client id
+        self._per_client: Counter[str] = Counter()
+        self._subscriptions = 0
+        self.loads = Loads()
+
+    # -- common steps -------------------------------------------------------------------
+    def _client(self, context: grpc.ServicerContext) -> str:
+        try:
+            return self.auth.client(context.invocation_metadata())
+        except AuthError as exc:
+            raise Abort(grpc.StatusCode.UNAUTHENTICATED, str(exc)) from None
+
+    def _own(self, client: str, handle: str) -> None:
+        """PERMISSION_DENIED unless ``client`` registered ``handle`` (auth on)."""
+        if not handle:
+            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "handle: required")
+        if not self.auth.enabled:
+            return
+        with self._lock:
+            owner = self._owners.get(handle)
+        if owner is None:
+            raise Abort(grpc.StatusCode.NOT_FOUND, "handle: unknown query handle")
+        if owner != client:
+            raise Abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "handle: the query belongs to another client",
+            )
+
+    def _unary(self, context, fn):
+        try:
+            return fn()
+        except Exception as exc:
+            _abort(context, exc)
+
+    # -- streams ------------------------------------------------------------------------
+    def CreateStream(self, request, context):
+        def run():
+            self._client(context)
+            schema = [
+                (a.name, codec.type_name(a.type, f"attributes[{i}].type"))
+                for i, a in enumerate(request.attributes)
+            ]
+            mw = request.max_window if request.HasField("max_window") else None
+            if mw is not None and (not math.isfinite(mw) or mw < 0):
+                raise Abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, "max_window: must be a finite number >= 0"
+                )
+            if mw is not None and mw.is_integer():
+                mw = int(mw)
+
+            def create():
+                self.engine.create_stream(request.name, schema, time=request.time, max_window=mw)
+                return _stream_info(self.engine, request.name)
+
+            return self.worker.call(create)
+
+        return self._unary(context, run)
+
+    def DescribeStream(self, request, context):
+        def run():
+            self._client(context)
+            return self.worker.call(lambda: self._describe_stream(request.name))
+
+        return self._unary(context, run)
+
+    def _describe_stream(self, name: str) -> pb.StreamInfo:
+        self.engine._stream(name)  # raises UnknownStreamError naming the stream
+        return _stream_info(self.engine, name)
+
+    def ListStreams(self, request, context):
+        def run():
+            self._client(context)
+
+            def list_all():
+                return pb.ListStreamsResponse(
+                    streams=[_stream_info(self.engine, n) for n in sorted(self.engine.streams)]
+                )
+
+            return self.worker.call(list_all)
+
+        return self._unary(context, run)
+
+    def DropStream(self, request, context):
+        def run():
+            self._client(context)
+            self.worker.call(lambda: self.engine.drop_stream(request.name))
+            return pb.DropStreamResponse()
+
+        return self._unary(context, run)
+
+    # -- ingest -------------------------------------------------------------------------
+    def Ingest(self, request_iterator, context):
+        # Pipelined: up to INGEST_DEPTH batches of this call wait on the engine thread
+        # while the next one is received and decoded, so transport and engine overlap.
+        # The engine runs them in order; once one fails, the later ones of this call are
+        # skipped (``failed``), so a bad batch still ends the call with everything before
+        # it applied and nothing after it.
+        inflight: deque = deque()
+        failed = threading.Event()
+
+        def apply(stream: str, columns: dict):
+            if failed.is_set():
+                raise _Skipped
+            try:
+                return self.engine.insert_columns(stream, columns)
+            except BaseException:
+                failed.set()
+                raise
+
+        try:
+            self._client(context)
+            for req in request_iterator:
+                try:
+                    columns = self._decode_batch(req)
+                except Exception:
+                    while inflight:
+                        yield self._ack(*inflight.popleft())
+                    raise
+                while len(inflight) >= INGEST_DEPTH:
+                    yield self._ack(*inflight.popleft())
+                while True:
+                    try:
+                        fut = self.worker.submit_ingest(lambda s=req.stream, c=columns: apply(s, c))
+                        break
+                    except QueueFull:
+                        if not inflight:
+                            raise Abort(
+                                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"batch {req.batch_id}: the ingest queue is full "
+                                f"(ingest_queue_batches={self.worker.ingest_limit}); retry later",
+                            ) from None
+                        yield self._ack(*inflight.popleft())
+                inflight.append((req, fut))
+                while inflight and inflight[0][1].done():
+                    yield self._ack(*inflight.popleft())
+            while inflight:
+                yield self._ack(*inflight.popleft())
+        except Exception as exc:
+            failed.set()
+            _abort(context, exc)
+
+    def _ack(self, req: pb.IngestRequest, fut) -> pb.IngestAck:
+        """Wait for one batch; its acknowledgement, or Abort naming the batch."""
+        try:
+            res = fut.result()
+        except PSoupError as exc:
+            raise Abort(
+                _status_of(exc)[0], f"batch {req.batch_id} (stream {req.stream!r}): {exc}"
+            ) from None
+        self.metrics.ingested(res.count)
+        ack = pb.IngestAck(batch_id=req.batch_id, rows=res.count, matches=res.matches)
+        if res.count:
+            ack.first_tuple_id, ack.last_tuple_id = res.first_id, res.last_id
+        return ack
+
+    def _decode_batch(self, req: pb.IngestRequest) -> dict:
+        """attribute -> values of one batch; Abort names the batch and the column."""
+        where = f"batch {req.batch_id}"
+        limit = self.config.max_batch_rows
+        columns = {}
+        for i, col in enumerate(req.columns):
+            field = f"{where}: columns[{i}] {col.name!r}"
+            if col.name in columns:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: attribute given twice")
+            if col.null_rows:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: NULLs cannot be stored")
+            values = codec.decode_column(col, f"{where}: columns[{i}]")
+            if len(values) > limit:
+                raise Abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"{where}: {len(values)} rows exceed max_batch_rows={limit}",
+                )
+            columns[col.name] = values
+        return columns
+
+    # -- queries ------------------------------------------------------------------------
+    def RegisterQuery(self, request, context):
+        def run():
+            client = self._client(context)
+            if not request.text.strip():
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "text: the query text is empty")
+            if len(request.text) > self.config.max_query_chars:
+                raise Abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"text: {len(request.text)} characters exceed "
+                    f"max_query_chars={self.config.max_query_chars}",
+                )
+            params = {}
+            for name, value in request.params.items():
+                v = codec.from_value(value)
+                if v is None:
+                    raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"params[{name!r}]: no value set")
+                params[name] = v
+            with self._lock:
+                if self._per_client[client] >= self.config.max_queries_per_client:
+                    raise Abort(
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"this client has {self._per_client[client]} registered queries "
+                        f"(max_queries_per_client={self.config.max_queries_per_client})",
+                    )
+                self._per_client[client] += 1  # reserved; released if registration fails
+            try:
+
+                def register():
+                    handle = self.engine.register(request.text, params)
+                    q = self.engine.queries[handle]
+                    with self._lock:
+                        self._owners[handle] = client
+                    return handle, q
+
+                handle, q = self.worker.call(register)
+            except BaseException:
+                with self._lock:
+                    self._per_client[client] -= 1
+                raise
+            return pb.RegisterQueryResponse(
+                handle=handle,
+                columns=_columns(q.spec),
+                window=_window(q.spec),
+                streams=list(dict.fromkeys(q.plan.streams)),
+            )
+
+        return self._unary(context, run)
+
+    def InvokeQuery(self, request, context):
+        try:
+            client = self._client(context)
+            self._own(client, request.handle)
+            now = request.now if request.HasField("now") else None
+            if now is not None and not math.isfinite(now):
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "now: must be a finite number")
+            if now is not None and now.is_integer():
+                now = int(now)
+            start = time.perf_counter()
+            result = self.worker.call(lambda: self.engine.invoke(request.handle, now=now))
+            self.metrics.invoked(time.perf_counter() - start)
+            page = request.page_rows or self.config.page_rows
+            yield from self._pages(result, page)
+        except Exception as exc:
+            _abort(context, exc)
+
+    @staticmethod
+    def _pages(result: Result, page: int):
+        rows = result.rows
+        for a in range(0, max(len(rows), 1), page):
+            part = rows[a : a + page]
+            msg = pb.InvokeQueryResponse(
+                data=codec.encode_rows(result.columns, result.types, part), rows=len(part)
+            )
+            if a == 0:
+                msg.columns.extend(
+                    pb.ColumnInfo(name=n, type=codec.TYPE_TO_PB[t])
+                    for n, t in zip(result.columns, result.types, strict=True)
+                )
+                msg.total_rows = len(rows)
+                _set_time(msg, result)
+            yield msg
+
+    def Subscribe(self, request, context):
+        sub = None
+        try:
+            client = self._client(context)
+            self._own(client, request.handle)
+            inbox: queue.Queue = queue.Queue()
+            cap = self.config.subscription_buffer
+            cut = threading.Event()
+
+            def deliver(result, first_tid):  # on the engine thread: never blocks
+                if cut.is_set():
+                    return
+                if inbox.qsize() >= cap:
+                    cut.set()
+                    inbox.put(_OVERFLOW)
+                    return
+                inbox.put((result, first_tid))
+
+            def start():
+                current = self.engine.invoke(request.handle) if request.include_current else None
+                return current, self.engine.subscribe(request.handle, deliver)
+
+            current, sub = self.worker.call(start)
+            context.add_callback(lambda: inbox.put(_END))
+            context.send_initial_metadata((("psoup-subscribed", "1"),))
+            with self._lock:
+                self._subscriptions += 1
+            try:
+                if current is not None:
+                    yield self._event(pb.SubscribeResponse.CURRENT, current, 0)
+                while True:
+                    item = inbox.get()
+                    if item is _END:
+                        return
+                    if item is _OVERFLOW:
+                        raise Abort(
+                            grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"the subscriber fell more than subscription_buffer={cap} "
+                            "messages behind",
+                        )
+                    result, first_tid = item
+                    if result is None:  # the query was unregistered
+                        return
+                    yield self._event(pb.SubscribeResponse.NEW, result, first_tid)
+            finally:
+                with self._lock:
+                    self._subscriptions -= 1
+        except Exception as exc:
+            _abort(context, exc)
+        finally:
+            if sub is not None:
+                self.worker.submit(lambda: self.engine.unsubscribe(sub))
+
+    @staticmethod
+    def _event(kind, result: Result, first_tid: int) -> pb.SubscribeResponse:
+        msg = pb.SubscribeResponse(
+            kind=kind,
+            columns=[
+                pb.ColumnInfo(name=n, type=codec.TYPE_TO_PB[t])
+                for n, t in zip(result.columns, result.types, strict=True)
+            ],
+            data=codec.encode_rows(result.columns, result.types, result.rows),
+            rows=len(result.rows),
+            first_tuple_id=first_tid,
+        )
+        _set_time(msg, result)
+        return msg
+
+    def UnregisterQuery(self, request, context):
+        def run():
+            client = self._client(context)
+            self._own(client, request.handle)
+            self.worker.call(lambda: self.engine.unregister(request.handle))
+            with self._lock:
+                owner = self._owners.pop(request.handle, client)
+                self._per_client[owner] -= 1
+            return pb.UnregisterQueryResponse()
+
+        return self._unary(context, run)
+
+    def DescribeQuery(self, request, context):
+        def run():
+            client = self._client(context)
+            self._own(client, request.handle)
+            q: Query = self.worker.call(lambda: self.engine.describe(request.handle))
+            return pb.QueryInfo(
+                handle=q.handle,
+                text=q.text,
+                params={k: codec.to_value(v) for k, v in q.params.items()},
+                columns=_columns(q.spec),
+                window=_window(q.spec),
+                streams=list(dict.fromkeys(q.plan.streams)),
+                registered_at=q.registered_at,
+                invocations=q.invocations,
+            )
+
+        return self._unary(context, run)
+
+    # -- stats --------------------------------------------------------------------------
+    def Stats(self, request, context):
+        def run():
+            self._client(context)
+            stats = self.worker.call(self.engine.stats)
+            p50, p90, p99, n = self.metrics.latency_ms()
+            out = pb.StatsResponse(
+                strategy=stats["strategy"],
+                queries=stats["queries"],
+                matches_marked=stats["matches_marked"],
+                ingest_rate=self.metrics.ingest_rate(),
+                invoke_latency=pb.LatencyPercentiles(p50_ms=p50, p90_ms=p90, p99_ms=p99, count=n),
+                queue_depth=self.worker.queue_depth,
+                memory_bytes=rss_bytes(),
+                subscriptions=self._subscriptions,
+            )
+            for name, s in sorted(stats["streams"].items()):
+                out.streams.append(
+                    pb.StreamStats(
+                        name=name,
+                        tuples_stored=s["tuples_stored"],
+                        tuples_ingested=s["tuples_ingested"],
+                        bytes=s["bytes"],
+                        indexed_blocks=s["indexed_blocks"],
+                        query_entries=s["query_entries"],
+                    )
+                )
+            return out
+
+        return self._unary(context, run)
+
+    # -- bulk loads and reads -----------------------------------------------------------
+    def _load(self, client: str, load_id: str, pop: bool = False):
+        if not load_id:
+            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "load_id: required")
+        try:
+            load = self.loads.get(load_id)
+            if load.client != client:
+                raise Abort(
+                    grpc.StatusCode.PERMISSION_DENIED, "load_id: the load belongs to another client"
+                )
+            return self.loads.pop(load_id) if pop else load
+        except UnknownLoad:
+            raise Abort(grpc.StatusCode.NOT_FOUND, "load_id: unknown load") from None
+
+    def BeginLoad(self, request, context):
+        def run():
+            client = self._client(context)
+            schema = self.worker.call(lambda: self.engine._stream(request.stream).schema)
+            load = self.loads.begin(request.stream, schema, client)
+            return pb.BeginLoadResponse(load_id=load.load_id)
+
+        return self._unary(context, run)
+
+    def LoadBatches(self, request_iterator, context):
+        def run():
+            client = self._client(context)
+            batches = rows = 0
+            for req in request_iterator:
+                load = self._load(client, req.load_id)
+                columns = self._decode_batch(req)
+                try:
+                    rows += load.stage(columns)
+                except PSoupError as exc:
+                    raise Abort(
+                        grpc.StatusCode.INVALID_ARGUMENT, f"batch {req.batch_id}: {exc}"
+                    ) from None
+                batches += 1
+            return pb.LoadBatchesResponse(batches=batches, rows=rows)
+
+        return self._unary(context, run)
+
+    def CommitLoad(self, request, context):
+        def run():
+            client = self._client(context)
+            load = self._load(client, request.load_id, pop=True)
+            columns = load.take_columns()
+            res = self.worker.call(lambda c=columns: self.engine.replace_contents(load.stream, c))
+            del columns
+            release_free_memory()
+            out = pb.CommitLoadResponse(rows=res.count)
+            if res.count:
+                out.first_tuple_id, out.last_tuple_id = res.first_id, res.last_id
+            return out
+
+        return self._unary(context, run)
+
+    def AbortLoad(self, request, context):
+        def run():
+            client = self._client(context)
+            self._load(client, request.load_id, pop=True)
+            return pb.AbortLoadResponse()
+
+        return self._unary(context, run)
+
+    def ReadStream(self, request, context):
+        try:
+            self._client(context)
+            parts = request.parts or 1
+            if request.part >= parts:
+                raise Abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"part: {request.part} is not below parts={parts}",
+                )
+            page = request.page_rows or 65_536
+
+            def snapshot():
+                st = self.engine._stream(request.stream)
+                s, e = st.visible_from(), st.stem.end_seq
+                a = s + (e - s) * request.part // parts
+                z = s + (e - s) * (request.part + 1) // parts
+                names, types = st.schema.names, st.schema.types
+                return names, types, [st.stem.column(n, a, z) for n in names]
+
+            names, types, cols = self.worker.call(snapshot)
+            n = len(cols[0]) if cols else 0
+            for a in range(0, n, page):
+                yield pb.ReadStreamResponse(
+                    columns=[
+                        codec.encode_column(name, t, c[a : a + page])
+                        for name, t, c in zip(names, types, cols, strict=True)
+                    ],
+                    rows=min(page, n - a),
+                )
+        except Exception as exc:
+            _abort(context, exc)

@@ -1,0 +1,300 @@
+"""Result columns: which rows of a stream satisfied one standing query.
+
+A ``SelectionColumn`` is split into blocks of ``block_rows`` rows aligned with the Data
+SteM's blocks (block ``k`` covers seqs ``[k*B, (k+1)*B)``). Each block's matches are kept
+in one of two layouts, chosen by measured density (the storage trade-off of seeds/002
+line 1927):
+
+* sparse: (key, seq) pairs in the stream's shared ``MatchLog``, 128 bits per match, no
+  Python object and no Python step per match;
+* dense: the column's own ``bitarray`` of B bits, 1 bit per row.
+
+A column starts sparse. When it matches more than B/64 rows of a block (where the bitmap
+becomes the smaller), its next blocks go dense; a dense block that ends with B/64 matches
+or fewer sends the next block back to the log. Expiry drops whole blocks.
+
+A ``JoinColumn`` keeps the result pairs of a two-source query ordered by the older base
+tuple's timestamp (seeds/002 lines 1899-1909), in a ``SortedList``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from bitarray import bitarray
+from sortedcontainers import SortedList
+
+from results.match_log import MatchLog
+
+_EMPTY = np.empty(0, dtype=np.int64)
+
+
+class Modes:
+    """Which column keys are in dense mode, as a numpy array for batch look-ups."""
+
+    def __init__(self) -> None:
+        self.flags = np.zeros(1024, dtype=bool)
+
+    def set(self, key: int, flag: bool) -> None:
+        if key >= len(self.flags):
+            grown = np.zeros(max(2 * len(self.flags), key + 1), dtype=bool)
+            grown[: len(self.flags)] = self.flags
+            self.flags = grown
+        self.flags[key] = flag
+
+    def lookup(self, keys: np.ndarray) -> np.ndarray:
+        """Dense flags of ``keys`` (False for keys never set). O(len(keys))."""
+        out = np.zeros(len(keys), dtype=bool)
+        ok = keys < len(self.flags)
+        out[ok] = self.flags[keys[ok]]
+        return out
+
+
+class SelectionColumn:
+    """Matched seqs of one query over one stream.
+
+    Dense blocks are the column's own bitarrays; every other block's matches live in
+    the stream's shared ``MatchLog`` under the column's ``key``. ``dense`` says where the
+    next block's matches go; the Results Structure flips it by measured density.
+    """
+
+    __slots__ = (
+        "_backfill",
+        "_blocks",
+        "_modes",
+        "_registry",
+        "block_rows",
+        "key",
+        "log",
+        "threshold",
+    )
+
+    def __init__(
+        self, key: int, block_rows: int, log: MatchLog, registry: dict[int, set], modes: Modes
+    ):
+        self.key = key
+        self._modes = modes
+        self.block_rows = block_rows
+        self.threshold = max(1, block_rows // 64)
+        self.log = log
+        modes.set(key, False)
+        self._blocks: dict[int, bitarray] = {}
+        # Sparse matches found at registration in blocks the log had already sealed.
+        self._backfill = _EMPTY
+        # block number -> columns holding a dense block there; shared by the columns of
+        # one stream so that expiry visits only the blocks it drops.
+        self._registry = registry
+
+    @property
+    def dense(self) -> bool:
+        """Whether the stream's current block's matches go to a bitmap (else the log).
+
+        The Results Structure changes it only between blocks, so that every block lives
+        wholly in the log or wholly in a bitmap."""
+        return bool(self._modes.flags[self.key])
+
+    @dense.setter
+    def dense(self, flag: bool) -> None:
+        self._modes.set(self.key, flag)
+
+    def __len__(self) -> int:
+        """Number of matched rows stored. O(blocks)."""
+        return self.count(0, self._end_hint())
+
+    def _end_hint(self) -> int:
+        ks = [*self._blocks, *self.log.blocks()]
+        return (max(ks) + 1) * self.block_rows if ks else 0
+
+    def block_bitmap(self, k: int) -> bitarray:
+        """The bitmap of block ``k``, created empty on first use. O(1) amortised."""
+        ba = self._blocks.get(k)
+        if ba is None:
+            ba = bitarray(self.block_rows)
+            ba.setall(0)
+            self._blocks[k] = ba
+            self._registry.setdefault(k, set()).add(self)
+        return ba
+
+    def backfill(self, seqs: np.ndarray) -> None:
+        """Record the matches a new query found in the stored data (ascending seqs).
+
+        Blocks the log has sealed take a bitmap when dense, else the column's own
+        backfill array; newer blocks go the normal way. O(len(seqs)) in C plus O(1)
+        Python steps per block touched.
+        """
+        if not len(seqs):
+            return
+        seqs = np.asarray(seqs, dtype=np.int64)
+        B = self.block_rows
+        open_k = self.log.open_block
+        old = seqs[: np.searchsorted(seqs, open_k * B)] if open_k >= 0 else seqs[:0]
+        if len(old):
+            bk = old // B
+            cuts = np.flatnonzero(np.diff(bk)) + 1
+            keep = []
+            for a, z in zip([0, *cuts.tolist()], [*cuts.tolist(), len(old)], strict=True):
+                k = int(bk[a])
+                if z - a > self.threshold:
+                    self.block_bitmap(k)[(old[a:z] - k * B).tolist()] = 1
+                else:
+                    keep.append(old[a:z])
+            if keep:
+                self._backfill = np.concatenate(keep)
+        self.mark_seqs(seqs[len(old) :])
+
+    def trim_backfill(self, seq: int) -> bool:
+        """Drop backfilled matches older than ``seq``; True while some remain."""
+        if len(self._backfill):
+            self._backfill = self._backfill[np.searchsorted(self._backfill, seq) :]
+        return bool(len(self._backfill))
+
+    def mark_seqs(self, seqs: np.ndarray) -> None:
+        """Record matches at ascending ``seqs``, newer than any marked before.
+
+        O(len(seqs)) in C plus O(1) Python steps per block touched.
+        """
+        if not len(seqs):
+            return
+        seqs = np.asarray(seqs, dtype=np.int64)
+        B = self.block_rows
+        k0, k1 = int(seqs[0]) // B, int(seqs[-1]) // B
+        for k in range(k0, k1 + 1):
+            part = seqs if k0 == k1 else seqs[(seqs >= k * B) & (seqs < (k + 1) * B)]
+            if not len(part):
+                continue
+            if self.dense:
+                self.block_bitmap(k)[(part - k * B).tolist()] = 1
+            else:
+                self.log.append(np.full(len(part), self.key, dtype=np.int64), part)
+
+    def _blocks_in(self, s: int, e: int):
+        """Yield (k, lo, hi, bitmap or None) for the blocks of ``[s, e)`` that may hold
+        matches: the dense blocks, and log blocks from the column's first one on, so a
+        long window over old data the column never matched costs nothing per block."""
+        B = self.block_rows
+        k0, k1 = s // B, (e - 1) // B
+        first = min(self.log.first_block(self.key), k1 + 1)
+        dense = self._blocks
+        if dense and first > k0:
+            # Dense blocks before the first log block: visit only those.
+            ks = sorted(k for k in dense if k0 <= k < first)
+        else:
+            ks = []
+        for k in (*ks, *range(max(k0, first), k1 + 1)):
+            base = k * B
+            yield k, max(s - base, 0), min(e - base, B), dense.get(k)
+
+    def rows(self, s: int, e: int) -> np.ndarray:
+        """Ascending matched seqs in ``[s, e)``.
+
+        O(log m) per sparse block and O(bits/8) per dense block inside the window, from
+        the column's first matched block on, in C; nothing outside the window.
+        """
+        if s >= e:
+            return _EMPTY
+        out = []
+        for k, lo, hi, seg in self._blocks_in(s, e):
+            base = k * self.block_rows
+            if seg is not None:
+                a, z = lo >> 3, (hi + 7) >> 3
+                bits = np.unpackbits(np.frombuffer(seg, dtype=np.uint8, count=z - a, offset=a))
+                idx = np.flatnonzero(bits[lo - 8 * a : hi - 8 * a])
+                if len(idx):
+                    out.append(idx + (base + lo))
+            else:
+                v = self.log.rows(self.key, k, base + lo, base + hi)
+                if len(v):
+                    out.append(v)
+        bf = self._backfill
+        if len(bf) and bf[0] < e and bf[-1] >= s:
+            out.append(bf[np.searchsorted(bf, s) : np.searchsorted(bf, e)])
+            merged = np.concatenate(out)
+            merged.sort()
+            return merged
+        if not out:
+            return _EMPTY
+        return out[0].copy() if len(out) == 1 else np.concatenate(out)
+
+    def count(self, s: int, e: int) -> int:
+        """Number of matched seqs in ``[s, e)``. O(1) C calls per block visited."""
+        if s >= e:
+            return 0
+        total = 0
+        for k, lo, hi, seg in self._blocks_in(s, e):
+            base = k * self.block_rows
+            if seg is not None:
+                total += seg.count(1, lo, hi)
+            else:
+                total += len(self.log.rows(self.key, k, base + lo, base + hi))
+        bf = self._backfill
+        if len(bf):
+            total += int(np.searchsorted(bf, e) - np.searchsorted(bf, s))
+        return total
+
+    def drop_block(self, k: int) -> None:
+        """Forget dense block ``k`` (the caller keeps the registry). O(1)."""
+        self._blocks.pop(k, None)
+
+    def release(self) -> None:
+        """Leave the shared registry and the log (when the column is dropped). O(blocks)."""
+        for k in self._blocks:
+            cols = self._registry.get(k)
+            if cols is not None:
+                cols.discard(self)
+                if not cols:
+                    del self._registry[k]
+        self._blocks.clear()
+        self._backfill = _EMPTY
+        self.log.forget(self.key)
+
+    def layout_counts(self) -> tuple[int, int]:
+        """(blocks in the log, dense blocks)."""
+        return len(self.log.blocks()), len(self._blocks)
+
+    def nbytes(self) -> int:
+        """Bytes held by the column's own (dense) blocks."""
+        return sum(seg.nbytes for seg in self._blocks.values())
+
+    def _check(self) -> None:
+        """Verify block contents (for tests)."""
+        for seg in self._blocks.values():
+            assert len(seg) == self.block_rows
+        bf = self._backfill
+        assert np.all(bf[1:] > bf[:-1]), "backfill not strictly ascending"
+        for k in set((bf // self.block_rows).tolist()):
+            assert k not in self._blocks, "a block both backfilled and dense"
+
+
+class JoinColumn:
+    """Result pairs of one two-source query, ordered by (older ts, left id, right id)."""
+
+    __slots__ = ("_pairs",)
+
+    def __init__(self) -> None:
+        # (min ts, left tuple id, right tuple id, max ts, left seq, right seq)
+        self._pairs: SortedList = SortedList()
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def add(self, pairs) -> None:
+        """Insert result pairs given as the 6-tuples above. O(p log n)."""
+        self._pairs.update(pairs)
+
+    def rows(self, lo, hi, vis0: int, vis1: int) -> list[tuple[int, int]]:
+        """(left seq, right seq) of pairs with both ts in [lo, hi] and both seqs visible.
+
+        O(log n + pairs whose older ts is in [lo, hi]).
+        """
+        out = []
+        for p in self._pairs.irange(minimum=(lo,)):
+            if p[0] > hi:
+                break
+            if p[3] <= hi and p[4] >= vis0 and p[5] >= vis1:
+                out.append((p[4], p[5]))
+        return out
+
+    def drop_older(self, ts) -> None:
+        """Forget pairs whose older timestamp is < ``ts``. O(dropped + log n)."""
+        k = self._pairs.bisect_left((ts,))
+        if k:
+            del self._pairs[:k]

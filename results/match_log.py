@@ -1,0 +1,199 @@
+"""The sparse half of the Results Structure: one match log per stream.
+
+Queries whose matches are rare (an equality on a vehicle id matches one row in
+thousands) would cost a Python step per match if each kept its own list. Instead every
+sparse match of a stream goes, as a (key, seq) pair, into one shared log, appended a
+whole batch at a time with numpy. The log is cut into the stream's row blocks: the open
+block collects pairs unsorted; when a block fills it is sealed: sorted by (key, seq) once,
+O(m log m) in C. A query's matches inside a sealed block are then one binary search away.
+
+Costs: append O(pairs) in C per batch, no Python work per match; ``rows(key, s, e)``
+O(log m) per sealed block in [s, e) plus a vectorised scan of the open block's pairs;
+expiry drops whole blocks. Keys of dropped queries are filtered out at sealing and by
+``compact``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_EMPTY = np.empty(0, dtype=np.int64)
+_NEVER = np.iinfo(np.int64).max
+
+
+class MatchLog:
+    """(key, seq) match pairs of one stream, in blocks of ``block_rows`` seqs."""
+
+    def __init__(self, block_rows: int):
+        self.block_rows = block_rows
+        self._sealed: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._open_k = -1
+        self._open_keys: list[np.ndarray] = []
+        self._open_seqs: list[np.ndarray] = []
+        self._dead: set[int] = set()
+        self.on_seal = None  # callback(k, keys, seqs) after a block is sealed
+        self._first = np.empty(0, dtype=np.int64)  # key -> first block with its pairs
+
+    @property
+    def open_block(self) -> int:
+        """Number of the block taking appends (-1 before the first)."""
+        return self._open_k
+
+    def __len__(self) -> int:
+        return sum(len(k) for k, _ in self._sealed.values()) + sum(len(k) for k in self._open_keys)
+
+    def append(self, keys: np.ndarray, seqs: np.ndarray) -> None:
+        """Add pairs; every seq must be in the open block or newer. O(pairs) in C."""
+        if not len(keys):
+            return
+        B = self.block_rows
+        lo_k = int(seqs.min()) // B
+        hi_k = int(seqs.max()) // B
+        if lo_k == hi_k:
+            self._into(lo_k, keys, seqs)
+            return
+        bk = seqs // B
+        for k in range(lo_k, hi_k + 1):
+            m = bk == k
+            if m.any():
+                self._into(k, keys[m], seqs[m])
+
+    def _into(self, k: int, keys: np.ndarray, seqs: np.ndarray) -> None:
+        if k != self._open_k:
+            if k < self._open_k:
+                self._merge(k, keys, seqs)
+                return
+            self.seal()
+            self._open_k = k
+        self._open_keys.append(np.asarray(keys, dtype=np.int64))
+        self._open_seqs.append(np.asarray(seqs, dtype=np.int64))
+        self._note_first(k, keys)
+
+    def _note_first(self, k: int, keys: np.ndarray) -> None:
+        # The first block holding each key's pairs, so that a read over a long window
+        # skips the blocks before it. O(pairs) in C.
+        top = int(keys.max())
+        if top >= len(self._first):
+            grown = np.full(max(top + 1, 2 * len(self._first)), _NEVER, dtype=np.int64)
+            grown[: len(self._first)] = self._first
+            self._first = grown
+        ks = keys[self._first[keys] > k]
+        self._first[ks] = k
+
+    def first_block(self, key: int) -> int:
+        """The first block where ``key`` has pairs (a huge number if none). O(1)."""
+        return int(self._first[key]) if key < len(self._first) else _NEVER
+
+    def _merge(self, k: int, keys: np.ndarray, seqs: np.ndarray) -> None:
+        """Add pairs to sealed block ``k``: re-sorts it, O(m log m). Rare: only a batch
+        spanning two blocks whose columns change layout in between takes this path."""
+        old = self._sealed.get(k)
+        if old is not None:
+            keys = np.concatenate((old[0], keys))
+            seqs = np.concatenate((old[1], seqs))
+        # One argsort of a combined (key, offset in block) int64 is cheaper than lexsort.
+        order = np.argsort(keys * self.block_rows + (seqs - self._open_k * self.block_rows))
+        self._sealed[k] = (keys[order], seqs[order])
+        self._note_first(k, keys)
+
+    def seal(self) -> None:
+        """Sort the open block and file it; called when a newer block starts."""
+        if self._open_k < 0 or not self._open_keys:
+            self._open_keys, self._open_seqs = [], []
+            return
+        keys, seqs = self._open()
+        if self._dead:
+            live = ~np.isin(keys, np.fromiter(self._dead, np.int64, len(self._dead)))
+            keys, seqs = keys[live], seqs[live]
+        # One argsort of a combined (key, offset in block) int64 is cheaper than lexsort.
+        order = np.argsort(keys * self.block_rows + (seqs - self._open_k * self.block_rows))
+        keys, seqs = keys[order], seqs[order]
+        k = self._open_k
+        self._open_keys, self._open_seqs = [], []
+        if len(keys):
+            self._sealed[k] = (keys, seqs)
+            if self.on_seal is not None:
+                self.on_seal(k, keys, seqs)
+
+    def _open(self) -> tuple[np.ndarray, np.ndarray]:
+        if len(self._open_keys) > 1:
+            self._open_keys = [np.concatenate(self._open_keys)]
+            self._open_seqs = [np.concatenate(self._open_seqs)]
+        if not self._open_keys:
+            return _EMPTY, _EMPTY
+        return self._open_keys[0], self._open_seqs[0]
+
+    def rows(self, key: int, k: int, lo: int, hi: int) -> np.ndarray:
+        """Ascending seqs of ``key`` in block ``k`` within seqs ``[lo, hi)``."""
+        if k == self._open_k:
+            keys, seqs = self._open()
+            out = seqs[keys == key]
+            if len(out) and (out[0] < lo or out[-1] >= hi):
+                out = out[(out >= lo) & (out < hi)]
+            return out
+        blk = self._sealed.get(k)
+        if blk is None:
+            return _EMPTY
+        keys, seqs = blk
+        a = np.searchsorted(keys, key, "left")
+        z = np.searchsorted(keys, key, "right")
+        if a == z:
+            return _EMPTY
+        out = seqs[a:z]
+        if out[0] < lo or out[-1] >= hi:
+            out = out[np.searchsorted(out, lo) : np.searchsorted(out, hi)]
+        return out
+
+    def blocks(self) -> list[int]:
+        """Numbers of the blocks holding pairs, ascending."""
+        ks = sorted(self._sealed)
+        if self._open_keys and self._open_k >= 0:
+            ks.append(self._open_k)
+        return ks
+
+    def forget(self, key: int) -> None:
+        """Stop returning ``key``'s pairs; they are purged at sealing and compaction. O(1)."""
+        self._dead.add(key)
+        if len(self._dead) >= 1024:
+            self.compact()
+
+    def compact(self) -> None:
+        """Purge the pairs of forgotten keys from every block. O(pairs)."""
+        if not self._dead:
+            return
+        dead = np.fromiter(self._dead, np.int64, len(self._dead))
+        for k, (keys, seqs) in list(self._sealed.items()):
+            live = ~np.isin(keys, dead)
+            if not live.all():
+                if live.any():
+                    self._sealed[k] = (keys[live], seqs[live])
+                else:
+                    del self._sealed[k]
+        if self._open_keys:
+            keys, seqs = self._open()
+            live = ~np.isin(keys, dead)
+            self._open_keys, self._open_seqs = [keys[live]], [seqs[live]]
+        self._dead.clear()
+
+    def drop_below(self, k: int) -> None:
+        """Forget the blocks numbered below ``k``. O(blocks dropped)."""
+        for kk in [kk for kk in self._sealed if kk < k]:
+            del self._sealed[kk]
+        if self._open_k < k:
+            self._open_keys, self._open_seqs = [], []
+
+    def nbytes(self) -> int:
+        return 16 * len(self)
+
+    def _check(self) -> None:
+        """Verify sortedness and block membership (for tests)."""
+        B = self.block_rows
+        for k, (keys, seqs) in self._sealed.items():
+            assert len(keys) == len(seqs) > 0
+            assert np.all((seqs // B) == k), "pair filed under the wrong block"
+            order = np.lexsort((seqs, keys))
+            assert np.array_equal(order, np.arange(len(keys))), "sealed block not sorted"
+            assert k != self._open_k or not self._open_keys
+        keys, seqs = self._open()
+        if len(seqs):
+            assert np.all((seqs // B) == self._open_k)

@@ -1,0 +1,341 @@
+"""Data SteM: columnar storage and indexes of one stream's retained tuples.
+
+Rows are numbered by ``seq``, their position in the stream since it was created (0, 1,
+...). Storage is a list of fixed-size blocks; block ``k`` holds seqs ``[k*B, (k+1)*B)``
+with one numpy array per attribute plus the global tuple ids, so a stored tuple costs its
+values and no Python object. Timestamps are non-decreasing in seq order, which makes every
+time window a seq range found by binary search.
+
+Expiry drops whole blocks (the block compartments of Streaming Tables, seeds/001 VI.D):
+O(1) amortised per tuple. Which tuples are *visible* is decided by the caller's horizon
+(``first_seq_at_or_after``), independently of block boundaries.
+
+Indexes: a sealed (full) block gets, per attribute a probe needs, a sorted copy of the
+column and the permutation that sorts it, built on first need and dropped with the block.
+A probe looks up the predicate's most selective constraint in each sealed block's index,
+scans the open block, and tests the remaining factors on the candidates only.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+import numpy as np
+
+from stems.predicates import AttrConstraint, LocalPredicate
+from stems.schema import Schema
+
+
+class _Block:
+    __slots__ = ("cols", "first", "n", "sorted", "tids")
+
+    def __init__(self, schema: Schema, first: int, capacity: int):
+        self.first = first
+        self.n = 0
+        self.cols = [np.empty(capacity, dtype=schema.dtype_of(a)) for a in schema.names]
+        self.tids = np.empty(capacity, dtype=np.int64)
+        # attr position -> (sorted values, argsort order as int32); only for sealed blocks.
+        self.sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+class DataSteM:
+    """Columnar storage of one stream, in blocks of ``block_rows`` rows.
+
+    >>> from stems.schema import Schema
+    >>> d = DataSteM(Schema(("a", "t"), ("int", "int"), "t"), block_rows=2)
+    >>> d.append([np.array([5, 6, 7]), np.array([1, 2, 2])], np.array([0, 1, 2]))
+    0
+    >>> d.seq_range(2, 2), d.gather("a", np.array([0, 2])).tolist()
+    ((1, 3), [5, 7])
+    """
+
+    def __init__(self, schema: Schema, block_rows: int = 4096):
+        if block_rows < 1:
+            raise ValueError("block_rows must be positive")
+        self.schema = schema
+        self.block_rows = block_rows
+        self._blocks: list[_Block] = []
+        self._end = 0  # next seq to assign
+        self._ti = schema.time_index
+        self.index_lookups = 0  # probes answered through a block index (for Stats)
+
+    # ------------------------------------------------------------------ size
+    @property
+    def start_seq(self) -> int:
+        """Seq of the oldest row still stored (== end_seq when empty)."""
+        return self._blocks[0].first if self._blocks else self._end
+
+    @property
+    def end_seq(self) -> int:
+        """Seq the next appended row will get."""
+        return self._end
+
+    def __len__(self) -> int:
+        return self._end - self.start_seq
+
+    @property
+    def last_ts(self) -> object | None:
+        """Timestamp of the newest stored row, or None."""
+        if not self._blocks:
+            return None
+        b = self._blocks[-1]
+        return b.cols[self._ti][b.n - 1].item()
+
+    def nbytes(self) -> int:
+        """Bytes held by column arrays and block indexes. O(blocks)."""
+        total = 0
+        for b in self._blocks:
+            total += sum(c.nbytes for c in b.cols) + b.tids.nbytes
+            total += sum(v.nbytes + o.nbytes for v, o in b.sorted.values())
+        return total
+
+    def indexed_attrs(self) -> dict[str, int]:
+        """Attribute -> number of blocks carrying an index on it. O(blocks)."""
+        out: dict[str, int] = {}
+        for b in self._blocks:
+            for i in b.sorted:
+                name = self.schema.names[i]
+                out[name] = out.get(name, 0) + 1
+        return out
+
+    # ---------------------------------------------------------------- append
+    def append(self, cols: Sequence[np.ndarray], tids: np.ndarray) -> int:
+        """Store ``n`` rows given column-wise (already typed and validated).
+
+        Returns the seq of the first row. O(n) copying, plus O(1) per new block.
+        """
+        n = len(tids)
+        first = self._end
+        done = 0
+        B = self.block_rows
+        while done < n:
+            if not self._blocks or self._blocks[-1].n == B:
+                self._blocks.append(_Block(self.schema, self._end, B))
+            blk = self._blocks[-1]
+            take = min(B - blk.n, n - done)
+            for dst, src in zip(blk.cols, cols, strict=True):
+                dst[blk.n : blk.n + take] = src[done : done + take]
+            blk.tids[blk.n : blk.n + take] = tids[done : done + take]
+            blk.n += take
+            done += take
+            self._end += take
+        return first
+
+    def expire(self, horizon: object) -> int:
+        """Drop the full blocks whose newest timestamp is older than ``horizon``.
+
+        Returns the number of rows dropped. O(blocks dropped).
+        """
+        k = 0
+        B = self.block_rows
+        blocks = self._blocks
+        while k < len(blocks) - 1 or (k < len(blocks) and blocks[k].n == B):
+            b = blocks[k]
+            if b.n < B or b.cols[self._ti][b.n - 1] >= horizon:
+                break
+            k += 1
+        if k:
+            dropped = sum(b.n for b in blocks[:k])
+            del blocks[:k]
+            return dropped
+        return 0
+
+    # ------------------------------------------------------------- time search
+    def first_seq_at_or_after(self, ts: object) -> int:
+        """Smallest stored seq whose timestamp is >= ``ts`` (end_seq if none). O(log n)."""
+        return self._search(ts, "left")
+
+    def first_seq_after(self, ts: object) -> int:
+        """Smallest stored seq whose timestamp is > ``ts`` (end_seq if none). O(log n)."""
+        return self._search(ts, "right")
+
+    def _search(self, ts: object, side: str) -> int:
+        blocks = self._blocks
+        ti = self._ti
+        if side == "left":
+            i = bisect.bisect_left(blocks, ts, key=lambda b: b.cols[ti][b.n - 1])
+        else:
+            i = bisect.bisect_right(blocks, ts, key=lambda b: b.cols[ti][b.n - 1])
+        if i == len(blocks):
+            return self._end
+        b = blocks[i]
+        return b.first + int(np.searchsorted(b.cols[ti][: b.n], ts, side=side))
+
+    def seq_range(self, lo: object, hi: object) -> tuple[int, int]:
+        """Seqs ``[s, e)`` of the stored rows with ``lo <= ts <= hi``. O(log n)."""
+        s = self.first_seq_at_or_after(lo)
+        e = self.first_seq_after(hi)
+        return s, max(s, e)
+
+    # ------------------------------------------------------------------ read
+    def _block_span(self, s: int, e: int):
+        """Yield (block, start offset, end offset) covering seqs [s, e)."""
+        if not self._blocks:
+            return
+        base = self._blocks[0].first
+        s = max(s, base)
+        e = min(e, self._end)
+        B = self.block_rows
+        k = (s - base) // B
+        while s < e:
+            b = self._blocks[k]
+            lo = s - b.first
+            hi = min(e - b.first, b.n)
+            yield b, lo, hi
+            s = b.first + hi
+            k += 1
+
+    def column(self, attr: str, s: int, e: int) -> np.ndarray:
+        """Values of ``attr`` for seqs ``[s, e)`` (clipped to what is stored). O(e - s)."""
+        i = self.schema.index_of(attr)
+        parts = [b.cols[i][lo:hi] for b, lo, hi in self._block_span(s, e)]
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return np.empty(0, dtype=self.schema.dtype_of(attr))
+        return np.concatenate(parts)
+
+    def tids(self, s: int, e: int) -> np.ndarray:
+        """Global tuple ids of seqs ``[s, e)``. O(e - s)."""
+        parts = [b.tids[lo:hi] for b, lo, hi in self._block_span(s, e)]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+    def gather(self, attr: str, seqs: np.ndarray) -> np.ndarray:
+        """Values of ``attr`` at the given stored, ascending seqs. O(len(seqs) + blocks hit)."""
+        return self.gather_many([attr], seqs)[attr]
+
+    def gather_tids(self, seqs: np.ndarray) -> np.ndarray:
+        """Global tuple ids at the given stored, ascending seqs."""
+        return self._gather([None], seqs)[0]
+
+    def gather_many(self, attrs, seqs: np.ndarray) -> dict[str, np.ndarray]:
+        """attr -> values at the given stored, ascending seqs, for each of ``attrs``.
+
+        The seqs are split into per-block runs once for all attributes.
+        O(len(seqs) x attrs + blocks hit x attrs).
+        """
+        attrs = list(dict.fromkeys(attrs))
+        idx = [self.schema.index_of(a) for a in attrs]
+        return dict(zip(attrs, self._gather(idx, seqs), strict=True))
+
+    def _gather(self, cols: list[int | None], seqs: np.ndarray) -> list[np.ndarray]:
+        names = self.schema.names
+        outs = [
+            np.empty(len(seqs), dtype=np.int64 if i is None else self.schema.dtype_of(names[i]))
+            for i in cols
+        ]
+        if not len(seqs):
+            return outs
+        base = self._blocks[0].first
+        B = self.block_rows
+        first_k = (int(seqs[0]) - base) // B
+        if first_k == (int(seqs[-1]) - base) // B:
+            runs = [(0, len(seqs), first_k)]
+        else:
+            bk = (seqs - base) // B
+            # seqs are ascending, so each block's seqs form one run.
+            cuts = np.flatnonzero(bk[1:] != bk[:-1]) + 1
+            starts = [0, *cuts.tolist()]
+            ends = [*cuts.tolist(), len(seqs)]
+            runs = list(zip(starts, ends, bk[starts].tolist(), strict=True))
+        for a, z, k in runs:
+            b = self._blocks[k]
+            off = seqs[a:z] - b.first
+            for out, i in zip(outs, cols, strict=True):
+                src = b.tids if i is None else b.cols[i]
+                out[a:z] = src[off]
+        return outs
+
+    def row_values(self, seq: int) -> dict[str, object]:
+        """One stored row as attribute -> Python value. O(attributes)."""
+        b = self._blocks[(seq - self._blocks[0].first) // self.block_rows]
+        off = seq - b.first
+        return {a: b.cols[i][off].item() for i, a in enumerate(self.schema.names)}
+
+    # ----------------------------------------------------------------- probe
+    def probe(self, pred: LocalPredicate, s: int, e: int) -> np.ndarray:
+        """Ascending seqs in ``[s, e)`` whose rows satisfy ``pred``.
+
+        Cost: per sealed block an index lookup, O(log B + candidates), when the predicate
+        has a bounded constraint (the index on that attribute is built on first need,
+        O(B log B) once per block); a vectorised scan of the open block; the remaining
+        factors are tested on the candidates only.
+        """
+        if pred.unsatisfiable or s >= e:
+            return np.empty(0, dtype=np.int64)
+        access = pred.access()
+        rest = pred.without(access.attr) if access is not None else pred
+        out: list[np.ndarray] = []
+        pos = {a: i for i, a in enumerate(self.schema.names)}
+        for b, lo, hi in self._block_span(s, e):
+            if access is not None and b.n == self.block_rows:
+                offs = self._index_lookup(b, access, lo, hi)
+                self.index_lookups += 1
+            elif access is not None:
+                offs = lo + np.flatnonzero(
+                    access.mask(b.cols[self.schema.index_of(access.attr)][lo:hi])
+                )
+            else:
+                offs = np.arange(lo, hi)
+            if len(offs) and not rest.is_true:
+                m = rest.mask(lambda a, o=offs, b=b: b.cols[pos[a]][o], len(offs))
+                offs = offs[m]
+            if len(offs):
+                out.append(offs.astype(np.int64) + b.first)
+        if not out:
+            return np.empty(0, dtype=np.int64)
+        return np.concatenate(out)
+
+    def _index_lookup(self, b: _Block, c: AttrConstraint, lo: int, hi: int) -> np.ndarray:
+        i = self.schema.index_of(c.attr)
+        entry = b.sorted.get(i)
+        if entry is None:
+            order = np.argsort(b.cols[i], kind="stable").astype(np.int32)
+            entry = b.sorted[i] = (b.cols[i][order], order)
+        vals, order = entry
+        if c.points is not None:
+            pieces = []
+            for p in c.points:
+                a = np.searchsorted(vals, p, side="left")
+                z = np.searchsorted(vals, p, side="right")
+                if z > a:
+                    pieces.append(order[a:z])
+            offs = np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int32)
+        else:
+            a = 0 if c.lo is None else np.searchsorted(vals, c.lo, "left" if c.lo_incl else "right")
+            z = (
+                len(vals)
+                if c.hi is None
+                else np.searchsorted(vals, c.hi, "right" if c.hi_incl else "left")
+            )
+            offs = order[a:z]  # excluded values are the caller's residual test (without())
+        if lo > 0 or hi < b.n:
+            offs = offs[(offs >= lo) & (offs < hi)]
+        offs = np.sort(offs)
+        return offs
+
+    # ----------------------------------------------------------------- check
+    def _check(self) -> None:
+        """Verify the structure's invariants (for tests). O(n)."""
+        B = self.block_rows
+        prev_ts = None
+        for k, b in enumerate(self._blocks):
+            assert b.first % B == 0, "block start not aligned"
+            if k:
+                assert b.first == self._blocks[k - 1].first + B, "blocks not contiguous"
+            if k < len(self._blocks) - 1:
+                assert b.n == B, "only the last block may be open"
+            assert 0 < b.n <= B
+            ts = b.cols[self._ti][: b.n]
+            assert np.all(ts[1:] >= ts[:-1]), "timestamps decrease inside a block"
+            if prev_ts is not None:
+                assert ts[0] >= prev_ts, "timestamps decrease across blocks"
+            prev_ts = ts[b.n - 1]
+            assert np.all(np.diff(b.tids[: b.n]) > 0), "tuple ids not increasing"
+            for i, (vals, order) in b.sorted.items():
+                assert b.n == B, "index on an open block"
+                assert np.array_equal(vals, b.cols[i][order])
+        if self._blocks:
+            last = self._blocks[-1]
+            assert last.first + last.n == self._end

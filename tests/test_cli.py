@@ -1,0 +1,44 @@
+"""The command line end to end: ``psoup demo`` and ``psoup bench core --quick``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from psoup.bench import report
+
+
+def test_demo_prints_every_query_result() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "psoup", "demo", "--seconds", "600", "--sensors", "4"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    assert "ingested 2,400 readings" in out
+    from psoup.demo import QUERIES
+
+    for name in QUERIES:
+        assert name in out
+
+
+def test_bench_quick_writes_tables_and_plots(tmp_path: Path) -> None:
+    from psoup.cli import main
+
+    assert main(["bench", "core", "--quick", "--out", str(tmp_path)]) == 0
+    md = (tmp_path / "BENCHMARKS.md").read_text()
+    assert "<!-- bench:core begin -->" in md and "psoup bench core --quick" in md
+    for name in ("core_output_sensitivity.png", "core_paper_workload.png", "core_invoke.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_write_section_replaces_only_its_own_section(tmp_path: Path) -> None:
+    path = tmp_path / "B.md"
+    report.write_section(path, "a", "first a")
+    report.write_section(path, "b", "only b")
+    report.write_section(path, "a", "second a")
+    text = path.read_text()
+    assert "second a" in text and "first a" not in text and "only b" in text
+    assert text.count("<!-- bench:a begin -->") == 1

@@ -1,0 +1,131 @@
+"""The SteMs' indexes against brute force, with their ``_check()`` invariants after each step.
+
+Small value domains and tiny blocks make collisions, block boundaries and expiry common.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stems.data_stem import DataSteM
+from stems.point_index import PointIndex
+from stems.predicates import LocalPredicate, build_constraint
+from stems.range_index import RangeIndex
+from stems.schema import Schema
+
+OPS = ("<", "<=", "=", ">=", ">", "!=")
+factor = st.tuples(st.sampled_from(OPS), st.integers(-2, 8))
+point_sets = st.frozensets(st.integers(-3, 12), min_size=1, max_size=3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), st.integers(0, 12), point_sets), max_size=30),
+    st.lists(st.integers(-4, 14), max_size=40),
+    st.sampled_from(("int64", "float64")),
+)
+def test_point_index_matches_brute_force(ops, values, dtype) -> None:
+    idx = PointIndex(np.dtype(dtype))
+    live: dict[int, frozenset] = {}
+    for add, entry, points in ops:
+        if add and entry not in live:
+            idx.add(entry, points)
+            live[entry] = points
+        elif not add and entry in live:
+            idx.remove(entry, live.pop(entry))
+        arr = np.array(values, dtype=dtype)
+        offs, ents = idx.probe(arr)
+        got = sorted(zip(offs.tolist(), ents.tolist(), strict=True))
+        want = sorted((i, e) for i, v in enumerate(values) for e, ps in live.items() if v in ps)
+        assert got == want
+        idx._check()
+
+
+def test_point_index_on_strings() -> None:
+    idx = PointIndex(np.dtype(object))
+    idx.add(1, {"a", "b"})
+    idx.add(2, {"b"})
+    offs, ents = idx.probe(np.array(["b", "c", "a"], dtype=object))
+    assert sorted(zip(offs.tolist(), ents.tolist(), strict=True)) == [(0, 1), (0, 2), (2, 1)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(0, 15), st.lists(factor, min_size=1, max_size=3)),
+        max_size=25,
+    ),
+    st.lists(st.integers(-4, 10), max_size=30),
+    st.sampled_from((0, 1 << 10, 64 << 20)),
+)
+def test_range_index_matches_brute_force(ops, values, budget) -> None:
+    """Every layout (budget 0 forces the direct comparison) gives the same pairs."""
+    idx = RangeIndex(np.dtype("int64"), budget)
+    live = {}
+    for add, entry, factors in ops:
+        c = build_constraint("a", "int", [f for f in factors if f[0] != "="])
+        if c.points is not None or c.empty or not c.bounded:
+            continue  # the range index holds bounded intervals only
+        c = type(c)("a", None, c.lo, c.lo_incl, c.hi, c.hi_incl)  # exclusions are residual
+        if add and entry not in live:
+            idx.add(entry, c)
+            live[entry] = c
+        elif not add and entry in live:
+            idx.remove(entry)
+            del live[entry]
+        idx._check()
+    arr = np.array(values, dtype=np.int64)
+    res = idx.probe(arr)
+    got: set = set()
+    if res is not None and res[0] == "dense":
+        _, ents, mat = res
+        got = {(i, int(ents[j])) for j in range(len(ents)) for i in np.flatnonzero(mat[j]).tolist()}
+    elif res is not None:
+        got = set(zip(res[1].tolist(), res[2].tolist(), strict=True))
+    want = {(i, e) for i, v in enumerate(values) for e, c in live.items() if c.contains(v)}
+    assert got == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 2), st.integers(0, 6)), min_size=1, max_size=9),
+        max_size=8,
+    ),
+    st.lists(factor, max_size=3),
+    st.integers(1, 4),
+    st.integers(0, 6),
+)
+def test_data_stem_probe_and_expiry_match_brute_force(batches, factors, block_rows, keep) -> None:
+    """probe() over [s, e) equals filtering the retained rows; expiry drops whole blocks."""
+    schema = Schema(("t", "a"), ("int", "int"), "t")
+    stem = DataSteM(schema, block_rows=block_rows)
+    rows: list[tuple[int, int]] = []
+    t = 0
+    pred = LocalPredicate((build_constraint("a", "int", factors),)) if factors else LocalPredicate()
+    for batch in batches:
+        ts = []
+        for inc, _ in batch:
+            t += inc
+            ts.append(t)
+        vals = [a for _, a in batch]
+        tids = np.arange(len(rows), len(rows) + len(batch), dtype=np.int64)
+        stem.append([np.array(ts, dtype=np.int64), np.array(vals, dtype=np.int64)], tids)
+        rows += list(zip(ts, vals, strict=True))
+        stem.expire(t - keep)
+        stem._check()
+        horizon = stem.first_seq_at_or_after(t - keep)
+        # Blocks expire whole: everything visible is still stored.
+        assert stem.start_seq <= horizon
+        assert all(rows[i][0] < t - keep for i in range(stem.start_seq))
+        assert all(rows[i][0] < t - keep for i in range(horizon))
+        assert all(rows[i][0] >= t - keep for i in range(horizon, len(rows)))
+        for s, e in ((horizon, stem.end_seq), (horizon, (horizon + stem.end_seq) // 2)):
+            got = stem.probe(pred, s, e).tolist()
+            want = [i for i in range(s, e) if pred.holds({"t": rows[i][0], "a": rows[i][1]})]
+            assert got == want
+            assert stem.gather("a", np.array(want, dtype=np.int64)).tolist() == [
+                rows[i][1] for i in want
+            ]
