@@ -8,6 +8,7 @@ import pytest
 from oracle import Oracle, rows_equal
 
 import psoup
+from psoup.engine import Engine
 from psoup.errors import BatchError
 
 SCHEMA = {"vid": "int", "day": "int", "tolls": "int"}
@@ -24,9 +25,11 @@ def _rows(rng: random.Random, n: int) -> list[tuple[int, int, int]]:
     return [(rng.randint(0, 9), rng.randint(1, 20), rng.randint(0, 99)) for _ in range(n)]
 
 
+@pytest.mark.parametrize("chunk", [1 << 20, 7])  # rows per internal copy step
 @pytest.mark.parametrize("strategy", ["psoup-p", "psoup-c", "nomat"])
 @pytest.mark.parametrize("seed", range(6))
-def test_replace_equals_a_fresh_load(strategy: str, seed: int) -> None:
+def test_replace_equals_a_fresh_load(strategy: str, seed: int, chunk: int, monkeypatch) -> None:
+    monkeypatch.setattr(Engine, "_REPLACE_CHUNK_ROWS", chunk)
     rng = random.Random(seed)
     db = psoup.connect(strategy=strategy, block_rows=8)
     db.create_stream("h", SCHEMA, time="day", max_window=None if seed % 2 else 12)
@@ -36,7 +39,10 @@ def test_replace_equals_a_fresh_load(strategy: str, seed: int) -> None:
     got_events: list = []
     db.subscribe(handles[1], lambda res, tid: got_events.append(res))
     new = _rows(rng, rng.randint(0, 200))  # any time order
-    db.replace_contents("h", {a: [r[i] for r in new] for i, a in enumerate(SCHEMA)})
+    if seed % 3 == 0:
+        new.sort(key=lambda r: r[1])  # already in time order: no permutation
+    res = db.replace_contents("h", {a: [r[i] for r in new] for i, a in enumerate(SCHEMA)})
+    assert res.count == len(new) and res.last_id - res.first_id == len(new) - 1
     db._check()
     oracle = Oracle()
     oracle.create_stream("h", SCHEMA, "day", None if seed % 2 else 12)

@@ -564,9 +564,16 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         def run():
             client = self._client(context)
             load = self._load(client, request.load_id, pop=True)
-            columns = load.take_columns()
-            res = self.worker.call(lambda c=columns: self.engine.replace_contents(load.stream, c))
-            del columns
+            # The staged batches are freed by now; give their heap pages back before the
+            # commit allocates the new storage, or the peak holds both.
+            box = [load.take_columns()]
+            release_free_memory()
+
+            def apply():
+                # Popped, so no closure or queue entry keeps the columns once applied.
+                return self.engine.replace_contents(load.stream, box.pop())
+
+            res = self.worker.call(apply)
             release_free_memory()
             out = pb.CommitLoadResponse(rows=res.count)
             if res.count:
