@@ -56,13 +56,22 @@ __version__ = "0.1.0"
 
 
 def connect(
-    strategy: str = "psoup-p", block_rows: int = 4096, index_budget_bytes: int = 64 << 20
+    strategy: str = "psoup-p",
+    block_rows: int = 4096,
+    index_budget_bytes: int = 64 << 20,
+    segment_blocks: int = 64,
 ) -> Engine:
     """An in-process engine.
 
     ``strategy`` is ``"psoup-p"`` (materialise matches, window at invoke; the default),
     ``"psoup-c"`` (keep each query's current window) or ``"nomat"`` (evaluate at invoke).
     ``block_rows`` sizes storage and result blocks (small values force many blocks, for
-    tests); ``index_budget_bytes`` bounds each interval index's stabbing table.
+    tests); ``index_budget_bytes`` bounds each interval index's stabbing table;
+    ``segment_blocks`` is how many sealed blocks one stored-data index spans.
     """
-    return Engine(strategy=strategy, block_rows=block_rows, index_budget_bytes=index_budget_bytes)
+    return Engine(
+        strategy=strategy,
+        block_rows=block_rows,
+        index_budget_bytes=index_budget_bytes,
+        segment_blocks=segment_blocks,
+    )

@@ -92,7 +92,11 @@ class Engine:
     _REPLACE_CHUNK_ROWS = 1 << 20  # replace_contents copies the input in chunks this long
 
     def __init__(
-        self, strategy: str = "psoup-p", block_rows: int = 4096, index_budget_bytes: int = 64 << 20
+        self,
+        strategy: str = "psoup-p",
+        block_rows: int = 4096,
+        index_budget_bytes: int = 64 << 20,
+        segment_blocks: int = 64,
     ):
         if strategy not in STRATEGIES:
             raise ValueError(
@@ -100,7 +104,10 @@ class Engine:
             )
         if block_rows < 1:
             raise ValueError("block_rows must be positive")
+        if segment_blocks < 1:
+            raise ValueError("segment_blocks must be positive")
         self.block_rows = block_rows
+        self.segment_blocks = segment_blocks
         self.strategy = STRATEGIES[strategy](block_rows)
         self.qstem = QuerySteM(index_budget_bytes)
         self.streams: dict[str, Stream] = {}
@@ -132,7 +139,9 @@ class Engine:
         with self.lock:
             if name in self.streams:
                 raise AlreadyExistsError(f"stream {name!r} already exists")
-            self.streams[name] = Stream(name, sch, max_window, DataSteM(sch, self.block_rows))
+            self.streams[name] = Stream(
+                name, sch, max_window, DataSteM(sch, self.block_rows, self.segment_blocks)
+            )
             return sch
 
     def drop_stream(self, name: str) -> None:
@@ -195,7 +204,7 @@ class Engine:
             for q in affected:
                 self._detach(q)
             self.strategy.reset_stream(name)
-            st.stem = DataSteM(st.schema, self.block_rows)
+            st.stem = DataSteM(st.schema, self.block_rows, self.segment_blocks)
             st.last_ts = None
             st.tuples_ingested = 0
             step = self._REPLACE_CHUNK_ROWS

@@ -10,10 +10,15 @@ Expiry drops whole blocks (the block compartments of Streaming Tables, seeds/001
 O(1) amortised per tuple. Which tuples are *visible* is decided by the caller's horizon
 (``first_seq_at_or_after``), independently of block boundaries.
 
-Indexes: a sealed (full) block gets, per attribute a probe needs, a sorted copy of the
-column and the permutation that sorts it, built on first need and dropped with the block.
-A probe looks up the predicate's most selective constraint in each sealed block's index,
-scans the open block, and tests the remaining factors on the candidates only.
+Indexes: a *segment* of ``segment_blocks`` consecutive sealed blocks gets, per attribute
+a probe needs, a sorted copy of its column and the permutation that sorts it, built on
+first need and dropped when the segment's first block expires. Sealed blocks outside a
+complete segment (the newest ones, or the survivors of a partly expired segment) get the
+same per block. A probe looks up the predicate's most selective constraint in each
+index it crosses, scans the open block, and tests the remaining factors on the
+candidates only; so probing a stream of n rows costs O(n / (segment_blocks x B)) index
+lookups, not O(n / B) (a query registered over 25 million stored rows: 100 lookups, not
+6,000).
 """
 
 from __future__ import annotations
@@ -50,12 +55,18 @@ class DataSteM:
     ((1, 3), [5, 7])
     """
 
-    def __init__(self, schema: Schema, block_rows: int = 4096):
+    def __init__(self, schema: Schema, block_rows: int = 4096, segment_blocks: int = 64):
         if block_rows < 1:
             raise ValueError("block_rows must be positive")
+        if segment_blocks < 1:
+            raise ValueError("segment_blocks must be positive")
         self.schema = schema
         self.block_rows = block_rows
+        self.segment_rows = block_rows * segment_blocks
         self._blocks: list[_Block] = []
+        # (segment number, attr position) -> (sorted values, argsort order as int64 offsets
+        # from the segment's first seq); only for complete segments.
+        self._segments: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._end = 0  # next seq to assign
         self._ti = schema.time_index
         self.index_lookups = 0  # probes answered through a block index (for Stats)
@@ -88,15 +99,20 @@ class DataSteM:
         for b in self._blocks:
             total += sum(c.nbytes for c in b.cols) + b.tids.nbytes
             total += sum(v.nbytes + o.nbytes for v, o in b.sorted.values())
+        total += sum(v.nbytes + o.nbytes for v, o in self._segments.values())
         return total
 
     def indexed_attrs(self) -> dict[str, int]:
-        """Attribute -> number of blocks carrying an index on it. O(blocks)."""
+        """Attribute -> number of blocks covered by an index on it. O(blocks)."""
         out: dict[str, int] = {}
+        per_segment = self.segment_rows // self.block_rows
         for b in self._blocks:
             for i in b.sorted:
                 name = self.schema.names[i]
                 out[name] = out.get(name, 0) + 1
+        for _, i in self._segments:
+            name = self.schema.names[i]
+            out[name] = out.get(name, 0) + per_segment
         return out
 
     # ---------------------------------------------------------------- append
@@ -138,6 +154,10 @@ class DataSteM:
         if k:
             dropped = sum(b.n for b in blocks[:k])
             del blocks[:k]
+            base = blocks[0].first if blocks else self._end
+            S = self.segment_rows
+            for key in [key for key in self._segments if key[0] * S < base]:
+                del self._segments[key]  # incomplete now: its survivors use block indexes
             return dropped
         return 0
 
@@ -257,16 +277,45 @@ class DataSteM:
     def probe(self, pred: LocalPredicate, s: int, e: int) -> np.ndarray:
         """Ascending seqs in ``[s, e)`` whose rows satisfy ``pred``.
 
-        Cost: per sealed block an index lookup, O(log B + candidates), when the predicate
-        has a bounded constraint (the index on that attribute is built on first need,
-        O(B log B) once per block); a vectorised scan of the open block; the remaining
-        factors are tested on the candidates only.
+        Cost: when the predicate has a bounded constraint, one index lookup per complete
+        segment and per other sealed block crossed, O(log S + candidates) each (an index
+        is built on first need, O(S log S) once per segment and attribute); a vectorised
+        scan of the open block; the remaining factors are tested on the candidates only.
         """
-        if pred.unsatisfiable or s >= e:
+        if pred.unsatisfiable or s >= e or not self._blocks:
             return np.empty(0, dtype=np.int64)
         access = pred.access()
         rest = pred.without(access.attr) if access is not None else pred
         out: list[np.ndarray] = []
+        S = self.segment_rows
+        base = self._blocks[0].first
+        last = self._blocks[-1]
+        sealed_end = last.first + last.n if last.n == self.block_rows else last.first
+        s, e = max(s, base), min(e, self._end)
+        while s < e:
+            g = s // S
+            stop = min(e, (g + 1) * S)
+            if access is not None and g * S >= base and (g + 1) * S <= sealed_end:
+                offs = self._lookup(self._segment_index(g, access.attr), access, s - g * S,
+                                    stop - g * S, S)  # fmt: skip
+                self.index_lookups += 1
+                seqs = offs + g * S
+                if len(seqs) and not rest.is_true:
+                    vals = self.gather_many(sorted(rest.attrs()), seqs)
+                    seqs = seqs[rest.mask(lambda a, v=vals: v[a], len(seqs))]
+                if len(seqs):
+                    out.append(seqs)
+            else:
+                self._probe_blocks(access, rest, s, stop, out)
+            s = stop
+        if not out:
+            return np.empty(0, dtype=np.int64)
+        return np.concatenate(out)
+
+    def _probe_blocks(
+        self, access: AttrConstraint | None, rest: LocalPredicate, s: int, e: int, out: list
+    ) -> None:
+        """``probe`` block by block over ``[s, e)``, appending ascending seqs to ``out``."""
         pos = {a: i for i, a in enumerate(self.schema.names)}
         for b, lo, hi in self._block_span(s, e):
             if access is not None and b.n == self.block_rows:
@@ -283,9 +332,21 @@ class DataSteM:
                 offs = offs[m]
             if len(offs):
                 out.append(offs.astype(np.int64) + b.first)
-        if not out:
-            return np.empty(0, dtype=np.int64)
-        return np.concatenate(out)
+
+    def _segment_index(self, g: int, attr: str) -> tuple[np.ndarray, np.ndarray]:
+        """Segment ``g``'s sorted values of ``attr`` and their offsets; built on first
+        need, O(S log S) once, after which its blocks drop their own index on it."""
+        i = self.schema.index_of(attr)
+        entry = self._segments.get((g, i))
+        if entry is None:
+            k0 = (g * self.segment_rows - self._blocks[0].first) // self.block_rows
+            blocks = self._blocks[k0 : k0 + self.segment_rows // self.block_rows]
+            col = np.concatenate([b.cols[i] for b in blocks])
+            order = np.argsort(col, kind="stable")
+            entry = self._segments[g, i] = (col[order], order)
+            for b in blocks:
+                b.sorted.pop(i, None)
+        return entry
 
     def _index_lookup(self, b: _Block, c: AttrConstraint, lo: int, hi: int) -> np.ndarray:
         i = self.schema.index_of(c.attr)
@@ -293,6 +354,15 @@ class DataSteM:
         if entry is None:
             order = np.argsort(b.cols[i], kind="stable").astype(np.int32)
             entry = b.sorted[i] = (b.cols[i][order], order)
+        return self._lookup(entry, c, lo, hi, b.n)
+
+    @staticmethod
+    def _lookup(
+        entry: tuple[np.ndarray, np.ndarray], c: AttrConstraint, lo: int, hi: int, n: int
+    ) -> np.ndarray:
+        """Ascending offsets in ``[lo, hi)`` of an index of ``n`` rows whose values may
+        satisfy ``c`` (its excluded values are the caller's residual test).
+        O(log n + candidates log candidates)."""
         vals, order = entry
         if c.points is not None:
             pieces = []
@@ -310,10 +380,9 @@ class DataSteM:
                 else np.searchsorted(vals, c.hi, "right" if c.hi_incl else "left")
             )
             offs = order[a:z]  # excluded values are the caller's residual test (without())
-        if lo > 0 or hi < b.n:
+        if lo > 0 or hi < n:
             offs = offs[(offs >= lo) & (offs < hi)]
-        offs = np.sort(offs)
-        return offs
+        return np.sort(offs)
 
     # ----------------------------------------------------------------- check
     def _check(self) -> None:
@@ -336,6 +405,15 @@ class DataSteM:
             for i, (vals, order) in b.sorted.items():
                 assert b.n == B, "index on an open block"
                 assert np.array_equal(vals, b.cols[i][order])
+        S = self.segment_rows
+        for (g, i), (vals, order) in self._segments.items():
+            assert self._blocks and self._blocks[0].first <= g * S, "segment partly expired"
+            assert (g + 1) * S <= self._end, "segment not complete"
+            k0 = (g * S - self._blocks[0].first) // B
+            blocks = self._blocks[k0 : k0 + S // B]
+            assert all(b.n == B for b in blocks), "segment over an open block"
+            assert all(i not in b.sorted for b in blocks), "block index inside a segment index"
+            assert np.array_equal(vals, np.concatenate([b.cols[i] for b in blocks])[order])
         if self._blocks:
             last = self._blocks[-1]
             assert last.first + last.n == self._end

@@ -119,7 +119,8 @@ class Runner:
         self.program = program
         self.oracle = Oracle()
         self.engines = [
-            _Engine(s, psoup.connect(strategy=s, block_rows=program.block_rows)) for s in strategies
+            _Engine(s, psoup.connect(strategy=s, block_rows=program.block_rows, segment_blocks=2))
+            for s in strategies
         ]
         self.oracle_handles: list[str] = []
         self.alive: list[int] = []
@@ -127,7 +128,8 @@ class Runner:
         self.latest: list[int | float | None] = [None] * len(program.streams)
         self.script = [
             "import psoup",
-            f"db = psoup.connect(strategy=STRATEGY, block_rows={program.block_rows})",
+            f"db = psoup.connect(strategy=STRATEGY, block_rows={program.block_rows}, "
+            "segment_blocks=2)",
         ]
 
     # -- reporting ----------------------------------------------------------------------

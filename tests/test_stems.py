@@ -97,11 +97,16 @@ def test_range_index_matches_brute_force(ops, values, budget) -> None:
     st.lists(factor, max_size=3),
     st.integers(1, 4),
     st.integers(0, 6),
+    st.integers(1, 3),
 )
-def test_data_stem_probe_and_expiry_match_brute_force(batches, factors, block_rows, keep) -> None:
-    """probe() over [s, e) equals filtering the retained rows; expiry drops whole blocks."""
+def test_data_stem_probe_and_expiry_match_brute_force(
+    batches, factors, block_rows, keep, segment_blocks
+) -> None:
+    """probe() over [s, e) equals filtering the retained rows, through segment indexes,
+    block indexes and scans alike; expiry drops whole blocks and the segment indexes
+    they break."""
     schema = Schema(("t", "a"), ("int", "int"), "t")
-    stem = DataSteM(schema, block_rows=block_rows)
+    stem = DataSteM(schema, block_rows=block_rows, segment_blocks=segment_blocks)
     rows: list[tuple[int, int]] = []
     t = 0
     pred = LocalPredicate((build_constraint("a", "int", factors),)) if factors else LocalPredicate()
@@ -122,10 +127,13 @@ def test_data_stem_probe_and_expiry_match_brute_force(batches, factors, block_ro
         assert all(rows[i][0] < t - keep for i in range(stem.start_seq))
         assert all(rows[i][0] < t - keep for i in range(horizon))
         assert all(rows[i][0] >= t - keep for i in range(horizon, len(rows)))
-        for s, e in ((horizon, stem.end_seq), (horizon, (horizon + stem.end_seq) // 2)):
+        spans = [(horizon, stem.end_seq), (horizon, (horizon + stem.end_seq) // 2)]
+        spans += [(stem.start_seq, stem.end_seq), ((horizon + stem.end_seq) // 2, stem.end_seq)]
+        for s, e in spans:
             got = stem.probe(pred, s, e).tolist()
             want = [i for i in range(s, e) if pred.holds({"t": rows[i][0], "a": rows[i][1]})]
             assert got == want
             assert stem.gather("a", np.array(want, dtype=np.int64)).tolist() == [
                 rows[i][1] for i in want
             ]
+        stem._check()  # the indexes the probes built
