@@ -57,17 +57,6 @@ def generate(path: Path, rows: int, seed: int) -> np.ndarray:
     return tolls
 
 
-def _status_bytes(pid: int, key: str) -> int:
-    """A ``/proc/<pid>/status`` memory field (VmRSS, VmHWM) in bytes; 0 where missing."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def invoke_latencies(target: str, tolls: np.ndarray, seed: int) -> tuple[list[float], list[float]]:
     """(register ms, invoke ms): QUERIES daily-expenditure queries registered over the
     hydrated stream, each invoked ROUNDS times; raises if an answer is wrong."""
@@ -110,7 +99,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> int:
             summary = hydrate(path, server=srv.target)
             wall = time.perf_counter() - start
             rss = srv.rss_bytes()
-            peak = _status_bytes(srv.proc.pid, "VmHWM")
+            peak = srv.peak_rss_bytes()
             registers, invokes = invoke_latencies(srv.target, tolls, seed)
             rss_after_queries = srv.rss_bytes()
     print(summary.text())

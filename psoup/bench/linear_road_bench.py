@@ -10,7 +10,6 @@ per position report.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
@@ -19,11 +18,6 @@ from psoup.linear_road import driver
 from psoup.server.process import ServerProcess
 
 SPEEDUPS = (80.0, 60.0, 40.0, 30.0, 20.0, 10.0, 5.0, 2.0, 1.0)
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rows(path: Path) -> list[tuple[int, ...]]:
@@ -62,9 +56,9 @@ def run(out: Path, input_path: Path, history: Path | None, quick: bool = False) 
         with tempfile.TemporaryDirectory() as tmp, ServerProcess("--linear-road") as srv:
             if history is not None:
                 driver.hydrate_history(history, srv.target, Path(tmp))
-            cpu0 = _cpu_seconds(srv.proc.pid)  # the replay's share only, not the hydration
+            cpu0 = srv.cpu_seconds()  # the replay's share only, not the hydration
             summary = driver.run(input_path, None, Path(tmp), k, server=srv.target)
-            cpu = _cpu_seconds(srv.proc.pid) - cpu0
+            cpu = srv.cpu_seconds() - cpu0
             wrong = check(Path(tmp), expected) if expected.is_dir() else []
         ok = not summary.missed and not wrong
         print(f"\nspeed-up {k:g}: {'OK' if ok else 'FAILED'}\n{summary.table()}")

@@ -3,6 +3,7 @@ server on its own CPU and GIL (and its resident memory measurable on its own).""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,15 +21,31 @@ class ServerProcess:
             raise RuntimeError(f"psoup serve did not start: {line.strip() or 'no output'}")
         self.target = line.rsplit(" ", 1)[1].strip()
 
-    def rss_bytes(self) -> int:
-        """The server's resident memory (0 where /proc is missing)."""
+    def _status_bytes(self, key: str) -> int:
         try:
             for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) * 1024
         except OSError:
             pass
         return 0
+
+    def rss_bytes(self) -> int:
+        """The server's resident memory (0 where /proc is missing)."""
+        return self._status_bytes("VmRSS")
+
+    def peak_rss_bytes(self) -> int:
+        """The server's largest resident memory so far (0 where /proc is missing)."""
+        return self._status_bytes("VmHWM")
+
+    def cpu_seconds(self) -> float:
+        """The server's user + system CPU seconds so far (0 where /proc is missing)."""
+        try:
+            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        except OSError:
+            return 0.0
+        fields = stat.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM, wait for the drain; returns the exit status."""
