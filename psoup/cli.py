@@ -163,6 +163,38 @@ def _add_demo_bench(sub) -> None:
     )
     bench.add_argument("--input", type=Path, help="linear-road: the Linear Road input file")
     bench.add_argument("--history", type=Path, help="linear-road: the historical tolls file")
+    bench.add_argument(
+        "--xways",
+        type=_positive,
+        metavar="N",
+        help="linear-road without --input: generate N expressways and rate L = N x K",
+    )
+    bench.add_argument(
+        "--speedup",
+        type=float,
+        default=1.0,
+        metavar="K",
+        help="linear-road --xways: simulated seconds per wall second (default 1)",
+    )
+    bench.add_argument(
+        "--duration",
+        type=_positive,
+        default=10_800,
+        metavar="SECONDS",
+        help="linear-road --xways: simulated seconds to generate (default 10800, the "
+        "benchmark's full 3 hours; shorter for smoke runs)",
+    )
+    bench.add_argument(
+        "--work",
+        type=Path,
+        metavar="DIR",
+        help="linear-road --xways: keep the generated input, history and answers here",
+    )
+    bench.add_argument(
+        "--profile",
+        action="store_true",
+        help="linear-road --xways: also measure where a report's server time goes",
+    )
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     bench.add_argument(
         "--out", type=Path, default=Path("docs"), help="where BENCHMARKS.md and plots go"
@@ -479,6 +511,40 @@ def _add_linear_road(sub) -> None:
         "--server",
         help="HOST:PORT of a server started with --linear-road (default: start one)",
     )
+    gen = lr_sub.add_parser(
+        "generate",
+        help="generate Linear Road input and its toll history",
+        description="Write semantically valid Linear Road input (the spec's 15 fields) for N "
+        "expressways and the matching historical tolls file. Deterministic given --seed.",
+    )
+    gen.add_argument("--xways", type=_positive, default=1, metavar="N", help="expressways")
+    gen.add_argument(
+        "--duration",
+        type=_positive,
+        default=10_800,
+        metavar="SECONDS",
+        help="simulated seconds (default 10800: the benchmark's 3 hours)",
+    )
+    gen.add_argument("--out", type=Path, required=True, metavar="FILE", help="input file to write")
+    gen.add_argument(
+        "--history",
+        type=Path,
+        metavar="FILE",
+        help="historical tolls file to write (default: FILE with .tolls.dat)",
+    )
+    gen.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    check = lr_sub.add_parser(
+        "check",
+        help="check a run's answers against an independent implementation of the spec",
+        description="Compute the expected answers of INPUT and HISTORY with a plain, "
+        "independent implementation of the spec and report per answer type: expected, "
+        "received, wrong, missing, extra, late. Exits 1 on any error.",
+    )
+    check.add_argument("--input", type=Path, required=True, help="Linear Road input file")
+    check.add_argument("--history", type=Path, help="historical tolls file (vid,day,xway,tolls)")
+    check.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="the run's answer files"
+    )
 
 
 # -------------------------------------------------------------------------------- run
@@ -525,8 +591,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.suite == "linear-road":
             from psoup.bench import linear_road_bench
 
+            if args.xways is not None:
+                from psoup.bench import lr_scale_bench
+
+                return lr_scale_bench.run(
+                    args.out,
+                    args.xways,
+                    args.speedup,
+                    duration=args.duration,
+                    seed=args.seed,
+                    work=args.work,
+                    profile=args.profile,
+                )
             if args.input is None:
-                parser.error("bench linear-road needs --input (and usually --history)")
+                parser.error("bench linear-road needs --input FILE or --xways N")
             return linear_road_bench.run(args.out, args.input, args.history, quick=args.quick)
         if args.suite == "history":
             from psoup.bench import history_bench
@@ -539,6 +617,14 @@ def main(argv: list[str] | None = None) -> int:
 
         suite.run(args.out, quick=args.quick, seed=args.seed)
         return 0
+    if args.command == "linear-road" and args.lr_command == "generate":
+        from psoup.linear_road import generate
+
+        return generate.cli_main(args)
+    if args.command == "linear-road" and args.lr_command == "check":
+        from psoup.linear_road import check
+
+        return check.cli_main(args)
     if args.command == "linear-road":
         from psoup.linear_road import driver
 

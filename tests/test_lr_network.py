@@ -1,7 +1,8 @@
 """The vectorised toll network against the validator's answers and the brute-force oracle.
 
 Boundary scenarios are built report by report; each is checked both against a stated
-expectation and against tests/lr_oracle.py, so the two implementations pin each other.
+expectation and against the checker's plain implementation (psoup/linear_road/check.py),
+so the two implementations pin each other.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lr_oracle import run
 
+from psoup.linear_road.check import run
 from psoup.linear_road.network import REPORT_FIELDS, TollNetwork
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "linear-road" / "sample20"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from lr_oracle import read_history, read_input, run
+
+from psoup.linear_road.check import read_history, read_input, run
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "linear-road" / "sample20"
 

@@ -4,9 +4,9 @@ streams any client can query, and a vehicle's standing queries."""
 from __future__ import annotations
 
 import numpy as np
-from lr_oracle import run
 
 import psoup
+from psoup.linear_road.check import run
 from psoup.linear_road.network import REPORT_FIELDS
 from psoup.linear_road.streams import ALL_ALERTS, ALL_TOLLS, VEHICLE_QUERIES, install
 

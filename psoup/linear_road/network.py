@@ -5,7 +5,7 @@ State is kept in arrays indexed by vehicle slot and by segment key (xway, dir, s
 batch of n reports costs O(n) numpy work plus O(1) Python steps per batch; Python work per
 report happens only for the rare reports that change accident state (a vehicle becoming
 stopped, or a stopped vehicle moving). The rules are the spec's (seeds/000 section 3.2),
-with the original validator's conventions (see tests/lr_oracle.py, which this module is
+with the original validator's conventions (see psoup/linear_road/check.py, which this module is
 checked against):
 
 * minute(t) = t // 60 + 1; a segment's speed in a minute is the mean over its vehicles of

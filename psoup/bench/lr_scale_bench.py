@@ -1,0 +1,119 @@
+"""``psoup bench linear-road --xways N --speedup K``: the L-rating on generated input.
+
+1. Generates N expressways of Linear Road input and their toll history
+   (``psoup linear-road generate``; 3 simulated hours unless ``--duration``).
+2. Starts ``psoup serve --linear-road`` as a child process (its own CPU and GIL), hydrates
+   the history through the PySpark pipeline and runs the data driver at speed-up K.
+3. Checks every answer with the independent checker (``psoup linear-road check``).
+4. Reports whether all answers were right and on time, per answer type the max and p99
+   response times, the server's CPU time per position report and its peak memory, and
+   (``--profile``) where a report's server time goes, measured by replaying the first 20
+   simulated minutes in-process (psoup/bench/lr_profile.py).
+
+L = N x K passes when every answer is right and on time at full duration (spec 3.3).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from psoup.bench import lr_profile, machine, report
+from psoup.linear_road import check, driver, generate
+from psoup.server.process import ServerProcess
+
+PLOT = "linear_road_scale.png"
+PROFILE_SECONDS = 1200  # simulated seconds replayed in-process for --profile
+
+
+def run(
+    out: Path,
+    xways: int,
+    speedup: float,
+    duration: int = generate.RUSH_HOUR,
+    seed: int = 7,
+    work: Path | None = None,
+    profile: bool = False,
+) -> int:
+    """Generate, hydrate, drive, check; print the result and write BENCHMARKS.md's
+    linear-road-scale section and its plot. Returns 0 when every answer is right and on
+    time, else 1."""
+    with tempfile.TemporaryDirectory(prefix="psoup-lr-bench-") as tmp:
+        root = Path(work) if work else Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        input_path, history_path = root / "input.dat", root / "history.dat"
+        answers = root / "answers"
+        start = time.perf_counter()
+        gen = generate.generate(
+            input_path, xways=xways, duration=duration, seed=seed, history=history_path
+        )
+        gen_s = time.perf_counter() - start
+        print("\n".join(gen.lines()))
+        with ServerProcess("--linear-road") as srv:
+            start = time.perf_counter()
+            driver.hydrate_history(history_path, srv.target, root)
+            hydrate_s = time.perf_counter() - start
+            cpu0 = srv.cpu_seconds()
+            summary = driver.run(input_path, None, answers, speedup, server=srv.target)
+            cpu = srv.cpu_seconds() - cpu0
+            peak = srv.peak_rss_bytes()
+        print(summary.table())
+        start = time.perf_counter()
+        verdict = check.check(input_path, history_path, answers)
+        check_s = time.perf_counter() - start
+        print(verdict.table())
+        if not verdict.ok:
+            print(verdict.problems())
+        shutil.copyfile(answers / "response_times.png", out / PLOT)
+        prof = None
+        if profile:
+            data = driver.load_input(input_path)
+            prof = lr_profile.profile(data[data[:, 1] < PROFILE_SECONDS])
+    ok = verdict.ok and not summary.missed
+    rows = []
+    for kind, r in summary.rows.items():
+        c = verdict.types[kind]
+        rows.append(
+            [kind, c.expected, r["count"], c.wrong, c.missing, c.extra, c.late, r["max"], r["p99"]]
+        )
+    headers = ["answer", "expected", "received", "wrong", "missing", "extra", "late", "max s",
+               "p99 s"]  # fmt: skip
+    lvalue = xways * speedup
+    command = f"psoup bench linear-road --xways {xways} --speedup {speedup:g}" + (
+        f" --duration {duration}" if duration != generate.RUSH_HOUR else ""
+    )
+    facts = [
+        f"Machine: {machine.describe()}.",
+        "",
+        f"**L = {xways} x {speedup:g} = {lvalue:g}: "
+        f"{'every answer right and on time' if ok else 'FAILED'}** "
+        f"({duration:,} simulated s, {gen.reports:,} position reports, {gen.vehicles:,} "
+        f"vehicles, replayed in {summary.seconds:,.0f} wall s).",
+        "",
+        report.markdown_table(headers, rows),
+        "",
+        f"Server: {1e6 * cpu / max(gen.reports, 1):.1f} µs CPU per position report over the "
+        f"replay, peak RSS {peak / 2**30:.2f} GB. Generation {gen_s:.0f} s, hydration of "
+        f"{gen.history_rows:,} history rows {hydrate_s:.0f} s, check {check_s:.0f} s. "
+        "Response times in simulated seconds (deadlines 5 s; 10 s for daily expenditure).",
+        "",
+        f"![response times]({PLOT})",
+    ]
+    if prof is not None:
+        comp, n, secs = prof
+        facts += [
+            "",
+            f"Where a report's server time goes (first {PROFILE_SECONDS} simulated s replayed "
+            f"in-process, {n:,} reports, psoup/bench/lr_profile.py):",
+            "",
+            report.markdown_table(
+                ["component", "µs per report", "share"], lr_profile.table(comp, n, secs)
+            ),
+        ]
+    md = [f"## Linear Road L-rating (`{command}`)", "", *facts]
+    print("\n" + report.table(headers, rows))
+    print(f"\nL = {lvalue:g}: {'PASSED' if ok else 'FAILED'}")
+    report.write_section(out / "BENCHMARKS.md", "linear-road-scale", "\n".join(md))
+    return 0 if ok else 1

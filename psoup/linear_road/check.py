@@ -1,0 +1,698 @@
+"""The independent Linear Road checker: the spec's rules applied one report at a time give
+the expected answers of an input, and a run's answer files are judged against them the
+way the original validator judges them.
+
+This is deliberately not psoup's engine-based toll network (network.py): it is a plain,
+obvious implementation of the spec (seeds/000, section 3.2), dicts and tuples, that
+reproduces the original validator's expected answers for ../shared/linear-road/sample20
+exactly (tests/test_lr_oracle.py). The network is tested against it. It pins down the
+conventions the spec leaves implicit:
+
+* the input is in time order; minute of a time t: t // 60 + 1;
+* a segment's speed for a minute averages each reporting vehicle's own average there
+  (all lanes); LAV for minute m truncates the mean of those over minutes m-5 .. m-1 that
+  have reports, and is -1 when none has;
+* the toll of minute m counts the distinct vehicles of the segment in minute m - 1;
+  2 * (n - 50)^2 when LAV < 40 and n > 50, else 0, and 0 when an accident is in one of
+  the 5 segments downstream (the segment itself included) during minute m - 1;
+* a vehicle is stopped from its 4th consecutive report (30 s apart) at the same
+  (xway, lane, pos, dir); an accident is two distinct vehicles stopped at the same place
+  in a travel lane (1-3) at the same time; it is in its segment (pos // 5280) from the
+  minute it is detected through the minute one of the vehicles reports elsewhere;
+* a toll alert (and, near an accident, an accident alert naming the nearest accident's
+  segment) answers every report from a segment other than the vehicle's previous
+  report's (its first report included), except from the exit lane (4);
+* the toll notified on entering a segment is assessed when the vehicle reports from
+  another segment; a vehicle that leaves by the exit ramp is not charged for it;
+* the balance as of time tau sums the tolls assessed at times <= tau; the daily
+  expenditure is the historical tolls of (vid, day, xway), duplicates summed (0 when the
+  history has none, and without a history file).
+
+Judging (``check``), per answer type, like the original validator:
+
+* toll alerts match on the key (time, vid) with the values (lav, toll); accident alerts
+  on (time, vid) with seg; daily expenditures on qid with (time, bal);
+* a balance answer (qid, resulttime, bal) is right when its time is the request's and it
+  is one of the candidates: bal is the balance as of resulttime, a time in the 60 s
+  before the request (spec Table 5, t - 60 <= resulttime <= t; a balance exact at the
+  request time reports the request's own time), or resulttime is the time of the
+  vehicle's latest toll notification at or before the request, the original validator's
+  own ResultTime (its expected file uses it even when that is more than 60 s back), with
+  bal the balance as of then and as of some time in the window;
+* the first answer for a key is judged (right or wrong); later ones for the same key, and
+  answers for keys with no expected answer, are extra; expected answers with none are
+  missing; an answer is late when emit - time exceeds 5 s (10 s for daily expenditure),
+  whatever its value.
+
+Cost: two passes over the input with O(1) dict steps per report (plain Python; about
+200,000 reports/s on a 2-core machine: 2.5 s for sample20, ~2 min for a 3-hour expressway
+of 22 million reports), plus O(n log n) numpy work per answer file to match the answers.
+Memory: O(vehicles + segment-minutes) for the state, and the expected toll alerts as
+int64 columns (32 bytes each).
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import sys
+import time as _time
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+INPUT_FIELDS = (
+    "type",
+    "time",
+    "vid",
+    "spd",
+    "xway",
+    "lane",
+    "dir",
+    "seg",
+    "pos",
+    "qid",
+    "sinit",
+    "send",
+    "dow",
+    "tod",
+    "day",
+)
+EXIT = 4
+SEGMENT_FEET = 5280
+BALANCE_WINDOW = 60  # seconds before the request whose balances are accepted (Table 5)
+DEADLINES = {"toll": 5, "accident": 5, "balance": 5, "daily": 10}
+FILES = {
+    "toll": "tollalerts.csv",
+    "accident": "accidentalerts.csv",
+    "balance": "accountbalance.csv",
+    "daily": "dailyexpenditure.csv",
+}
+# Per answer file: the type code, the number of fields, and the (time, emit) columns.
+LAYOUT = {
+    "toll": (0, 6, 2, 3),  # 0,vid,time,emit,lav,toll
+    "accident": (1, 5, 1, 2),  # 1,time,emit,vid,seg
+    "balance": (2, 6, 1, 2),  # 2,time,emit,qid,resulttime,bal
+    "daily": (3, 5, 1, 2),  # 3,time,emit,qid,bal
+}
+EXAMPLES = 5  # problems kept per answer type and kind
+
+_PASS1 = ("type", "time", "vid", "spd", "xway", "lane", "dir", "seg", "pos")
+_PASS2 = ("type", "time", "vid", "xway", "lane", "dir", "seg", "qid", "day")
+
+# A source of input rows: given field names, yields chunks of rows (tuples of those fields).
+Source = Callable[[tuple[str, ...]], Iterator[Iterable[tuple[int, ...]]]]
+
+
+def minute(t: int) -> int:
+    """The spec's minute number of time ``t`` (the first minute is 1)."""
+    return t // 60 + 1
+
+
+def downstream(seg: int, direction: int, i: int) -> int:
+    """The segment ``i`` segments downstream of ``seg`` (eastbound 0 counts up)."""
+    return seg + i if direction == 0 else seg - i
+
+
+# ----------------------------------------------------------------------------- reading
+def read_input(path: Path) -> list[list[int]]:
+    """Every input tuple (the spec's 15 fields) in file order. O(n) Python objects: for
+    tests and small inputs; ``expected`` streams big files instead."""
+    with open(path) as f:
+        return [list(map(int, line.split(","))) for line in f if line.strip()]
+
+
+def read_history(path: Path, vids: Iterable[int] | None = None) -> dict[tuple[int, int, int], int]:
+    """(vid, day, xway) -> tolls from a historical tolls file, duplicates summed.
+
+    With ``vids``, only those vehicles' rows are kept (the file is filtered with numpy,
+    so a 10-million-row history costs seconds and little memory). O(rows).
+    """
+    cols = _read_int_csv(path, 4)
+    if vids is not None:
+        wanted = np.fromiter(vids, dtype=np.int64)
+        cols = cols[np.isin(cols[:, 0], wanted)]
+    out: dict[tuple[int, int, int], int] = {}
+    for v, day, x, tolls in cols.tolist():
+        out[(v, day, x)] = out.get((v, day, x), 0) + tolls
+    return out
+
+
+def _read_int_csv(path: Path, width: int) -> np.ndarray:
+    """An all-integer CSV file without header as an (n, width) int64 array (pyarrow)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    if Path(path).stat().st_size == 0:
+        return np.empty((0, width), dtype=np.int64)
+    names = [f"c{i}" for i in range(width)]
+    try:
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(column_names=names),
+            convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.int64())),
+        )
+    except pa.ArrowInvalid as err:
+        raise ValueError(f"{path}: not {width} integers per line: {err}") from None
+    out = np.empty((table.num_rows, width), dtype=np.int64)
+    for i, name in enumerate(names):
+        out[:, i] = table.column(name).to_numpy()
+    return out
+
+
+def _file_source(path: Path) -> Source:
+    """Stream an input file's fields in 32 MB chunks (~650,000 rows; pyarrow)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    def chunks(names: tuple[str, ...]) -> Iterator[Iterable[tuple[int, ...]]]:
+        reader = pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(column_names=list(INPUT_FIELDS), block_size=32 << 20),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=list(names), column_types=dict.fromkeys(names, pa.int64())
+            ),
+        )
+        for batch in reader:
+            yield zip(*(batch.column(n).to_numpy().tolist() for n in names), strict=True)
+
+    return chunks
+
+
+def _rows_source(rows: list[list[int]]) -> Source:
+    def chunks(names: tuple[str, ...]) -> Iterator[Iterable[tuple[int, ...]]]:
+        idx = [INPUT_FIELDS.index(n) for n in names]
+        yield (tuple(r[i] for i in idx) for r in rows)
+
+    return chunks
+
+
+# ----------------------------------------------------------------------------- answers
+@dataclass
+class Answers:
+    """The expected answers of an input (emit = time) and what judging balances needs."""
+
+    # Toll alerts as columns, in input order: time, vid, lav, toll.
+    toll_columns: tuple[array, array, array, array] = field(
+        default_factory=lambda: (array("q"), array("q"), array("q"), array("q"))
+    )
+    accidents: list[tuple] = field(default_factory=list)  # (1, time, emit, vid, seg)
+    balances: list[tuple] = field(default_factory=list)  # (2, time, emit, qid, resulttime, bal)
+    daily: list[tuple] = field(default_factory=list)  # (3, time, emit, qid, bal)
+    assessed: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # vid -> (time, toll)
+    # qid -> (request time, vid, time of the vehicle's latest toll notification or -1).
+    balance_requests: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    reports: int = 0  # position reports read
+
+    @property
+    def tolls(self) -> list[tuple]:
+        """Toll alert rows (0, vid, time, emit, lav, toll). O(alerts) tuples: for tests."""
+        t, v, lav, toll = self.toll_columns
+        return [(0, v_, t_, t_, a, b) for t_, v_, a, b in zip(t, v, lav, toll, strict=True)]
+
+    def balance_at(self, vid: int, tau: int) -> int:
+        """The vehicle's balance as of time ``tau``. O(its assessments)."""
+        return sum(a for t, a in self.assessed.get(vid, ()) if t <= tau)
+
+    def balance_accepts(self, qid: int, resulttime: int, bal: int) -> bool:
+        """Whether (resulttime, bal) is one of the candidate answers to request ``qid``
+        (see the module docstring). O(the vehicle's assessments)."""
+        t, vid, notified = self.balance_requests[qid]
+        history = self.assessed.get(vid, [])
+        times = [a for a, _ in history]
+        running = [0]
+        for _, toll in history:
+            running.append(running[-1] + toll)
+
+        def at(tau: int) -> int:
+            return running[bisect.bisect_right(times, tau)]
+
+        start = t - BALANCE_WINDOW
+        if start <= resulttime <= t:
+            return at(resulttime) == bal
+        in_window = {at(start)} | {at(a) for a in times if start < a <= t}
+        return resulttime == notified >= 0 and at(resulttime) == bal and bal in in_window
+
+    def write(self, out_dir: Path) -> None:
+        """The four answer files, in the validator's formats (no header, emit = time):
+        a run that produced exactly these is all right. O(answers)."""
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        t, v, lav, toll = self.toll_columns
+        tolls = ((0, b, a, a, c, d) for a, b, c, d in zip(t, v, lav, toll, strict=True))
+        for kind, rows in (
+            ("toll", tolls),
+            ("accident", self.accidents),
+            ("balance", self.balances),
+            ("daily", self.daily),
+        ):
+            with open(out_dir / FILES[kind], "w") as f:
+                f.writelines(",".join(map(str, r)) + "\n" for r in rows)
+
+
+def run(rows: list[list[int]], history: dict[tuple[int, int, int], int]) -> Answers:
+    """All answers for an input (rows of the spec's 15 fields, in time order) and a toll
+    history. O(rows) dict steps; the rows are held by the caller (small inputs, tests)."""
+    return _answers(_rows_source(rows), lambda vids: history)
+
+
+def expected(input_path: Path, history_path: Path | None = None) -> Answers:
+    """All answers for an input file and a historical tolls file (none: empty history).
+
+    The input is streamed twice (pyarrow, 32 MB chunks); only the history of the
+    vehicles that ask for a daily expenditure is kept. O(reports) time, memory O(vehicles
+    + segment-minutes + toll alerts).
+    """
+
+    def history(vids: set[int]) -> dict[tuple[int, int, int], int]:
+        return {} if history_path is None else read_history(history_path, vids)
+
+    return _answers(_file_source(Path(input_path)), history)
+
+
+def _answers(source: Source, history: Callable[[set[int]], dict]) -> Answers:
+    # The passes make millions of small lists that live for a while and hold no cycles:
+    # with the cyclic collector on, its full collections triple the time on big inputs.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        avgs, cars, accidents = _traffic(source)
+        ans = Answers()
+        daily_requests = _alerts(source, avgs, cars, accidents, ans)
+    finally:
+        if enabled:
+            gc.enable()
+    for qid, (t, vid, _) in ans.balance_requests.items():
+        ans.balances.append((2, t, t, qid, t, ans.balance_at(vid, t)))
+    tolls = history({r[2] for r in daily_requests})
+    for t, qid, vid, x, day in daily_requests:
+        ans.daily.append((3, t, t, qid, tolls.get((vid, day, x), 0)))
+    return ans
+
+
+# ----------------------------------------------------------------- pass 1: the traffic
+def _traffic(source: Source) -> tuple[dict, dict, dict]:
+    """Per (minute, xway, seg, dir): the average speed and the number of vehicles; per
+    (minute, xway, dir): the segments with an accident. One pass, O(1) per report."""
+    avgs: dict[tuple[int, int, int, int], float] = {}
+    cars: dict[tuple[int, int, int, int], int] = {}
+    # The open minute: (xway, seg, dir) -> vid -> [sum of speeds, reports].
+    speeds: dict[tuple[int, int, int], dict[int, list[int]]] = {}
+    open_minute = 0
+    # vid -> its current run of reports at one place:
+    # [xway, lane, pos, dir, last report's time, reports, 4th report's time].
+    runs: dict[int, list[int]] = {}
+    # (xway, lane, pos, dir) -> (vid, stopped from, stopped until, moved at or None).
+    stops: dict[tuple[int, int, int, int], list[tuple]] = {}
+    last = -1
+
+    def close_minute() -> None:
+        for (x, s, d), per_vehicle in speeds.items():
+            key = (open_minute, x, s, d)
+            avgs[key] = sum(a / n for a, n in per_vehicle.values()) / len(per_vehicle)
+            cars[key] = len(per_vehicle)
+        speeds.clear()
+
+    def close_run(vid: int, r: list[int], moved: int | None) -> None:
+        x, lane, pos, d, t_last, n, t_stop = r
+        if n >= 4 and 1 <= lane <= 3:
+            # Stopped while its last 4 reports are here: from the 4th until 29 s after
+            # the last one (Last_1 in the spec's Table 3).
+            stops.setdefault((x, lane, pos, d), []).append((vid, t_stop, t_last + 29, moved))
+
+    for chunk in source(_PASS1):
+        for typ, t, v, spd, x, lane, d, s, pos in chunk:
+            if t < last:
+                raise ValueError(f"the input is not in time order: time {t} after {last}")
+            last = t
+            if typ != 0:
+                continue
+            m = t // 60 + 1
+            if m != open_minute:
+                close_minute()
+                open_minute = m
+            per_vehicle = speeds.get((x, s, d))
+            if per_vehicle is None:
+                per_vehicle = speeds[(x, s, d)] = {}
+            acc = per_vehicle.get(v)
+            if acc is None:
+                per_vehicle[v] = [spd, 1]
+            else:
+                acc[0] += spd
+                acc[1] += 1
+            r = runs.get(v)
+            if (
+                r is not None
+                and r[2] == pos
+                and r[4] + 30 == t
+                and r[0] == x
+                and r[1] == lane
+                and r[3] == d
+            ):
+                r[4] = t
+                r[5] += 1
+                if r[5] == 4:
+                    r[6] = t
+                continue
+            if r is not None and r[5] >= 4:
+                close_run(v, r, t)
+            runs[v] = [x, lane, pos, d, t, 1, -1]
+    close_minute()
+    for v, r in runs.items():
+        close_run(v, r, None)
+    return avgs, cars, _accident_segments(stops, minute(max(last, 0)))
+
+
+def _accident_segments(
+    stops: dict[tuple[int, int, int, int], list[tuple]], last_minute: int
+) -> dict[tuple[int, int, int], set[int]]:
+    """(minute, xway, dir) -> the segments with an accident during that minute (minutes
+    up to ``last_minute``). O(stops at a place ^ 2), and stops are rare."""
+    out: dict[tuple[int, int, int], set[int]] = {}
+    for (x, _lane, pos, d), ss in stops.items():
+        for a in range(len(ss)):
+            for b in range(a + 1, len(ss)):
+                (v1, s1, e1, n1), (v2, s2, e2, n2) = ss[a], ss[b]
+                if v1 == v2 or max(s1, s2) > min(e1, e2):
+                    continue
+                moved = [n for n in (n1, n2) if n is not None]
+                end = minute(min(moved)) if moved else last_minute
+                for m in range(minute(max(s1, s2)), min(end, last_minute) + 1):
+                    out.setdefault((m, x, d), set()).add(pos // SEGMENT_FEET)
+    return out
+
+
+# ------------------------------------------------------------------ pass 2: the answers
+def _alerts(
+    source: Source,
+    avgs: dict[tuple[int, int, int, int], float],
+    cars: dict[tuple[int, int, int, int], int],
+    accidents: dict[tuple[int, int, int], set[int]],
+    ans: Answers,
+) -> list[tuple[int, int, int, int, int]]:
+    """Toll and accident alerts, assessments and balance requests into ``ans``; returns
+    the daily expenditure requests (time, qid, vid, xway, day). O(1) per report."""
+    lavs: dict[tuple[int, int, int, int], int] = {}
+
+    def lav(key: tuple[int, int, int, int]) -> int:
+        m, x, s, d = key
+        vals = [avgs[k] for mm in range(m - 5, m) if (k := (mm, x, s, d)) in avgs]
+        return int(sum(vals) / len(vals)) if vals else -1
+
+    prev_seg: dict[int, int] = {}
+    quoted: dict[int, int] = {}  # vid -> the non-zero toll notified for its segment
+    notified: dict[int, int] = {}  # vid -> time of its latest toll notification
+    assessed = ans.assessed
+    alert_t, alert_v, alert_lav, alert_toll = ans.toll_columns
+    pending: list[tuple[int, int, int]] = []  # this second's balance requests
+    daily: list[tuple[int, int, int, int, int]] = []
+    now = -1
+    reports = 0
+
+    def answer_pending() -> None:
+        # After the whole second: a notification in the request's second counts.
+        for t, v, qid in pending:
+            ans.balance_requests[qid] = (t, v, notified.get(v, -1))
+        pending.clear()
+
+    for chunk in source(_PASS2):
+        for typ, t, v, x, lane, d, s, qid, day in chunk:
+            if t != now:
+                answer_pending()
+                now = t
+            if typ == 0:
+                reports += 1
+                before = prev_seg.get(v)
+                if before == s:
+                    continue
+                prev_seg[v] = s
+                if before is not None:
+                    toll = quoted.pop(v, 0)
+                    if toll:
+                        assessed.setdefault(v, []).append((t, toll))
+                if lane == EXIT:
+                    continue
+                m = t // 60 + 1
+                near = None
+                segs = accidents.get((m - 1, x, d))
+                if segs:
+                    for i in range(5):
+                        if (s + i if d == 0 else s - i) in segs:
+                            near = s + i if d == 0 else s - i
+                            break
+                key = (m, x, s, d)
+                speed = lavs.get(key)
+                if speed is None:
+                    speed = lavs[key] = lav(key)
+                n = cars.get((m - 1, x, s, d), 0)
+                toll = 2 * (n - 50) ** 2 if speed < 40 and n > 50 and near is None else 0
+                if toll:
+                    quoted[v] = toll
+                notified[v] = t
+                alert_t.append(t)
+                alert_v.append(v)
+                alert_lav.append(speed)
+                alert_toll.append(toll)
+                if near is not None:
+                    ans.accidents.append((1, t, t, v, near))
+            elif typ == 2:
+                pending.append((t, v, qid))
+            elif typ == 3:
+                daily.append((t, qid, v, x, day))
+    answer_pending()
+    ans.reports = reports
+    return daily
+
+
+# ----------------------------------------------------------------------------- judging
+@dataclass
+class TypeReport:
+    """One answer type's counts; ``examples`` keeps the first few problems of each kind.
+
+    received = right + wrong + extra and expected = right + wrong + missing; late counts
+    received rows over the deadline whatever their value.
+    """
+
+    name: str
+    expected: int = 0
+    received: int = 0
+    right: int = 0
+    wrong: int = 0
+    missing: int = 0
+    extra: int = 0
+    late: int = 0
+    examples: dict[str, list[str]] = field(
+        default_factory=lambda: {"wrong": [], "missing": [], "extra": [], "late": []}
+    )
+
+    @property
+    def ok(self) -> bool:
+        return not (self.wrong or self.missing or self.extra or self.late)
+
+
+@dataclass
+class CheckReport:
+    """Per answer type (toll, accident, balance, daily) counts and example problems."""
+
+    types: dict[str, TypeReport]
+    reports: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.types.values())
+
+    def table(self) -> str:
+        cols = ("expected", "received", "right", "wrong", "missing", "extra", "late")
+        lines = [f"{'answer':<10}" + "".join(f"{c:>10}" for c in cols)]
+        for r in self.types.values():
+            lines.append(f"{r.name:<10}" + "".join(f"{getattr(r, c):>10}" for c in cols))
+        return "\n".join(lines)
+
+    def problems(self) -> str:
+        """The first few problems of each kind, one per line ('' when there are none)."""
+        lines = list(self.notes)
+        for r in self.types.values():
+            for kind, examples in r.examples.items():
+                if examples:
+                    count = getattr(r, kind)
+                    lines.append(f"{r.name} {kind} ({count}), first {len(examples)}:")
+                    lines.extend(f"  {e}" for e in examples)
+        return "\n".join(lines)
+
+
+def check(
+    input_path: Path,
+    history_path: Path | None,
+    out_dir: Path,
+    answers: Answers | None = None,
+) -> CheckReport:
+    """Judge the answer files in ``out_dir`` against the expected answers of the input
+    (computed unless ``answers`` gives them; no history: an empty one). A missing answer
+    file counts as no answers.
+    O(reports) for the expected answers plus O(n log n) per answer file."""
+    if not Path(out_dir).is_dir():
+        raise FileNotFoundError(f"no answers directory {out_dir}")
+    start = _time.perf_counter()
+    ans = answers if answers is not None else expected(input_path, history_path)
+    report = CheckReport(types={}, reports=ans.reports)
+    received = {}
+    for kind, name in FILES.items():
+        path = Path(out_dir) / name
+        width = LAYOUT[kind][1]
+        if path.exists():
+            received[kind] = _read_int_csv(path, width)
+        else:
+            report.notes.append(f"no {path}: counted as no answers")
+            received[kind] = np.empty((0, width), dtype=np.int64)
+    t, v, lav, toll = (np.array(c, dtype=np.int64) for c in ans.toll_columns)
+    tolls = np.stack([np.zeros_like(t), v, t, t, lav, toll], axis=1)
+    report.types["toll"] = _judge_keyed("toll", tolls, received["toll"], (2, 1), (4, 5))
+    report.types["accident"] = _judge_keyed(
+        "accident", _rows(ans.accidents, 5), received["accident"], (1, 3), (4,)
+    )
+    report.types["balance"] = _judge_balances(ans, received["balance"])
+    report.types["daily"] = _judge_keyed(
+        "daily", _rows(ans.daily, 5), received["daily"], (3,), (1, 4)
+    )
+    report.seconds = _time.perf_counter() - start
+    return report
+
+
+def _rows(rows: list[tuple], width: int) -> np.ndarray:
+    return np.array(rows, dtype=np.int64).reshape(len(rows), width)
+
+
+def _show(row: np.ndarray) -> str:
+    return ",".join(map(str, row.tolist()))
+
+
+def _first_of_each(keys: np.ndarray) -> np.ndarray:
+    """Index of the first occurrence of each distinct key, in key order. O(n log n)."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.ones(len(keys), dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    return order[starts]
+
+
+def _encode(exp: np.ndarray, rec: np.ndarray, cols: tuple[int, ...]) -> tuple:
+    """Exact int64 keys of the columns ``cols`` of both arrays: each column's values are
+    replaced by their dense rank among both arrays' values, and the ranks combined."""
+    k_exp = np.zeros(len(exp), dtype=np.int64)
+    k_rec = np.zeros(len(rec), dtype=np.int64)
+    for c in cols:
+        values = np.concatenate([exp[:, c], rec[:, c]])
+        order = np.argsort(values, kind="stable")
+        step = np.zeros(len(values), dtype=np.int64)
+        step[1:] = values[order][1:] != values[order][:-1]
+        rank = np.empty(len(values), dtype=np.int64)
+        rank[order] = np.cumsum(step)
+        distinct = int(rank.max()) + 1 if len(rank) else 1
+        k_exp = k_exp * distinct + rank[: len(exp)]
+        k_rec = k_rec * distinct + rank[len(exp) :]
+    return k_exp, k_rec
+
+
+def _start(kind: str, exp: np.ndarray, rec: np.ndarray, key_cols: tuple[int, ...]) -> tuple:
+    """Counts shared by every type: late rows, extra rows (of another type code, a second
+    answer for a key, or a key with no expected answer) and missing answers. Returns the
+    report, the received rows to judge (the first per key, in file order) and their
+    expected rows (indices into ``exp``)."""
+    code, _, t_col, e_col = LAYOUT[kind]
+    out = TypeReport(kind, expected=len(exp), received=len(rec))
+    late = np.flatnonzero(rec[:, e_col] - rec[:, t_col] > DEADLINES[kind])
+    out.late = len(late)
+    out.examples["late"] = [
+        f"{_show(rec[i])} (answered {rec[i, e_col] - rec[i, t_col]} s after)"
+        for i in late[:EXAMPLES]
+    ]
+    good = np.flatnonzero(rec[:, 0] == code)
+    k_exp, k_rec = _encode(exp, rec[good], key_cols)
+    if len(_first_of_each(k_exp)) != len(k_exp):
+        raise ValueError(f"{kind}: the input asks for two answers with one key")
+    first = _first_of_each(k_rec)  # the first answer per key is judged
+    order = np.argsort(k_exp, kind="stable")
+    pos = np.searchsorted(k_exp[order], k_rec[first])
+    found = pos < len(order)
+    found[found] = k_exp[order[pos[found]]] == k_rec[first[found]]
+    # Extra rows, by reason: 0 another type, 1 a second answer, 2 not expected.
+    second = np.ones(len(good), dtype=bool)
+    second[first] = False
+    extra = np.concatenate([np.flatnonzero(rec[:, 0] != code), good[second], good[first[~found]]])
+    reason = np.repeat([0, 1, 2], [len(rec) - len(good), int(second.sum()), int((~found).sum())])
+    out.extra = len(extra)
+    why = (f"type is not {code}", "a second answer", "not expected")
+    out.examples["extra"] = [
+        f"{_show(rec[extra[i]])} ({why[reason[i]]})"
+        for i in np.argsort(extra, kind="stable")[:EXAMPLES]
+    ]
+    match = order[pos[found]]
+    answered = np.zeros(len(exp), dtype=bool)
+    answered[match] = True
+    missing = np.flatnonzero(~answered)
+    out.missing = len(missing)
+    out.examples["missing"] = [f"expected {_show(exp[i])}" for i in missing[:EXAMPLES]]
+    judged = good[first[found]]
+    in_file_order = np.argsort(judged, kind="stable")
+    return out, judged[in_file_order], match[in_file_order]
+
+
+def _judge_keyed(
+    kind: str, exp: np.ndarray, rec: np.ndarray, key_cols: tuple, val_cols: tuple
+) -> TypeReport:
+    """Match on ``key_cols``; an answer is right when ``val_cols`` equal the expected."""
+    out, judged, match = _start(kind, exp, rec, key_cols)
+    cols = list(val_cols)
+    bad = np.flatnonzero((rec[judged][:, cols] != exp[match][:, cols]).any(axis=1))
+    out.wrong = len(bad)
+    out.right = len(judged) - out.wrong
+    out.examples["wrong"] = [
+        f"{_show(rec[judged[i]])}, expected {_show(exp[match[i]])}" for i in bad[:EXAMPLES]
+    ]
+    return out
+
+
+def _judge_balances(ans: Answers, rec: np.ndarray) -> TypeReport:
+    """Match on qid; right when the time is the request's and (resulttime, bal) is one
+    of the candidates (Answers.balance_accepts)."""
+    exp = _rows(ans.balances, 6)
+    out, judged, match = _start("balance", exp, rec, (3,))
+    for i, j in zip(judged.tolist(), match.tolist(), strict=True):
+        _, t, _, qid, resulttime, bal = rec[i].tolist()
+        if t == exp[j, 1] and ans.balance_accepts(qid, resulttime, bal):
+            out.right += 1
+        else:
+            out.wrong += 1
+            if len(out.examples["wrong"]) < EXAMPLES:
+                out.examples["wrong"].append(
+                    f"{_show(rec[i])}, expected e.g. {_show(exp[j])} "
+                    f"(bal as of a time in [{exp[j, 1] - BALANCE_WINDOW}, {exp[j, 1]}])"
+                )
+    return out
+
+
+# --------------------------------------------------------------------------------- CLI
+def cli_main(args) -> int:
+    """``psoup linear-road check``: print the table and the first problems; 0 when every
+    answer is right and on time, else 1."""
+    try:
+        report = check(args.input, args.history, args.out)
+    except (ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(report.table())
+    problems = report.problems()
+    if problems:
+        print(problems)
+    rate = report.reports / report.seconds if report.seconds else 0.0
+    print(f"checked {report.reports} position reports in {report.seconds:.1f} s ({rate:,.0f}/s)")
+    if report.ok:
+        print("every answer right and on time")
+        return 0
+    print("error: some answers are wrong, missing, extra or late", file=sys.stderr)
+    return 1
