@@ -232,6 +232,7 @@ def test_tolls_and_accidents_make_alerts(run: Run) -> None:
     assert tolls > 100 and alerts > 100
 
 
+@pytest.mark.skipif(not SAMPLE.exists(), reason="no Linear Road sample")
 def test_first_20_minutes_load_like_sample20(run: Run) -> None:
     """Reports and vehicles of the first 20 minutes, and the report rate minute by minute,
     within 15% of the sample's."""
