@@ -2,7 +2,7 @@
 
 Generated files are read back and checked against the spec's rules (seeds/000 section
 3.1) restated here without the generator's code: pyarrow parses, numpy groups the
-reports by vehicle and trip. One generated run of 45 minutes is shared by the module;
+reports by vehicle and trip. One generated hour is shared by the module;
 shorter runs check determinism, several expressways and the command line. The load of
 the first 20 minutes is compared with ../shared/linear-road/sample20, measured from its
 file.
@@ -22,7 +22,7 @@ from psoup.linear_road.generate import GenerateSummary, generate
 from psoup.linear_road.network import REPORT_FIELDS, TollNetwork
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "linear-road" / "sample20"
-RUN = 2_700  # 45 minutes: two accidents or more
+RUN = 3_600  # one hour (the check): two accidents or more
 TYPE, TIME, VID, SPD, XWAY, LANE, DIR, SEG, POS, QID = range(10)
 DAY = 14
 PLACE = [XWAY, LANE, POS, DIR]  # where a vehicle is stopped when it stays put
