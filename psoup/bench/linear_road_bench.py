@@ -53,7 +53,7 @@ def run(out: Path, input_path: Path, history: Path | None, quick: bool = False) 
         reports = sum(1 for line in f if line.startswith("0,"))
     rows, best = [], None
     for k in SPEEDUPS[:2] if quick else SPEEDUPS:
-        with tempfile.TemporaryDirectory() as tmp, ServerProcess("--linear-road") as srv:
+        with tempfile.TemporaryDirectory() as tmp, ServerProcess(*driver.SERVER_ARGS) as srv:
             if history is not None:
                 driver.hydrate_history(history, srv.target, Path(tmp))
             cpu0 = srv.cpu_seconds()  # the replay's share only, not the hydration

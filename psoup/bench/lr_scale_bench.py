@@ -51,7 +51,7 @@ def run(
         )
         gen_s = time.perf_counter() - start
         print("\n".join(gen.lines()))
-        with ServerProcess("--linear-road") as srv:
+        with ServerProcess(*driver.SERVER_ARGS) as srv:
             start = time.perf_counter()
             driver.hydrate_history(history_path, srv.target, root)
             hydrate_s = time.perf_counter() - start
