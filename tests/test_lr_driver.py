@@ -2,7 +2,7 @@
 child process, the PySpark history pipeline, the vehicles' standing queries over gRPC.
 
 Every answer must equal the original validator's (emit aside; balances may be any answer
-valid under the 60 s rule) and arrive before its deadline. About two and a half minutes.
+valid under the 60 s rule) and arrive before its deadline. About four and a half minutes.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from psoup.linear_road import driver
 from psoup.linear_road.check import read_input, run
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "linear-road" / "sample20"
-SPEEDUP = 10  # passes at 20 on a quiet machine (docs/BENCHMARKS.md); margin for a busy one
+SPEEDUP = 5  # passes at 20 on a quiet machine (docs/BENCHMARKS.md); margin for a busy one
 
 pytestmark = [
     pytest.mark.spark,
