@@ -2,10 +2,9 @@
 every Linear Road answer is right and on time.
 
 Runs the data driver against a fresh ``psoup serve --linear-road`` child per speed-up,
-from fast to slow, and stops at the first run with every answer on time (and, when an
-``expected/`` directory of validator answers sits next to the input, every answer
-right). Reports per answer type the max and p99 response times and the server's CPU time
-per position report.
+from fast to slow, and stops at the first run with every answer right and on time, as
+judged by the independent checker (``psoup linear-road check``). Reports per answer type
+the max and p99 response times and the server's CPU time per position report.
 """
 
 from __future__ import annotations
@@ -14,44 +13,18 @@ import tempfile
 from pathlib import Path
 
 from psoup.bench import machine, report
-from psoup.linear_road import driver
+from psoup.linear_road import check, driver
 from psoup.server.process import ServerProcess
 
 SPEEDUPS = (80.0, 60.0, 40.0, 30.0, 20.0, 10.0, 5.0, 2.0, 1.0)
 
 
-def _rows(path: Path) -> list[tuple[int, ...]]:
-    with open(path) as f:
-        return [tuple(map(int, line.split(","))) for line in f if line.strip()]
-
-
-def check(out_dir: Path, expected: Path) -> list[str]:
-    """Differences from the validator's answers (emit ignored; balances by (qid, bal))."""
-    problems = []
-
-    def strip(rows, emit_col):
-        return sorted(tuple(v for i, v in enumerate(r) if i != emit_col) for r in rows)
-
-    for name, emit_col in (
-        ("tollalerts.csv", 3),
-        ("accidentalerts.csv", 2),
-        ("dailyexpenditure.csv", 2),
-    ):
-        if strip(_rows(out_dir / name), emit_col) != strip(_rows(expected / name), emit_col):
-            problems.append(name)
-    mine = {r[3]: r[5] for r in _rows(out_dir / "accountbalance.csv")}
-    theirs = {r[3]: r[5] for r in _rows(expected / "accountbalance.csv")}
-    if mine != theirs:
-        problems.append("accountbalance.csv")
-    return problems
-
-
 def run(out: Path, input_path: Path, history: Path | None, quick: bool = False) -> int:
     """Try the speed-ups; write the result to BENCHMARKS.md's linear-road section."""
-    expected = input_path.parent / "expected"
     with open(input_path) as f:
         reports = sum(1 for line in f if line.startswith("0,"))
     rows, best = [], None
+    answers = check.expected(input_path, history)  # computed once for every speed-up
     for k in SPEEDUPS[:2] if quick else SPEEDUPS:
         with tempfile.TemporaryDirectory() as tmp, ServerProcess(*driver.SERVER_ARGS) as srv:
             if history is not None:
@@ -59,7 +32,8 @@ def run(out: Path, input_path: Path, history: Path | None, quick: bool = False) 
             cpu0 = srv.cpu_seconds()  # the replay's share only, not the hydration
             summary = driver.run(input_path, None, Path(tmp), k, server=srv.target)
             cpu = srv.cpu_seconds() - cpu0
-            wrong = check(Path(tmp), expected) if expected.is_dir() else []
+            verdict = check.check(input_path, history, Path(tmp), answers=answers)
+            wrong = [kind for kind, r in verdict.types.items() if r.wrong or r.missing or r.extra]
         ok = not summary.missed and not wrong
         print(f"\nspeed-up {k:g}: {'OK' if ok else 'FAILED'}\n{summary.table()}")
         if wrong:
