@@ -316,7 +316,7 @@ class DataSteM:
         self, access: AttrConstraint | None, rest: LocalPredicate, s: int, e: int, out: list
     ) -> None:
         """``probe`` block by block over ``[s, e)``, appending ascending seqs to ``out``."""
-        pos = {a: i for i, a in enumerate(self.schema.names)}
+        col_of = self.schema.index_of
         for b, lo, hi in self._block_span(s, e):
             if access is not None and b.n == self.block_rows:
                 offs = self._index_lookup(b, access, lo, hi)
@@ -328,7 +328,7 @@ class DataSteM:
             else:
                 offs = np.arange(lo, hi)
             if len(offs) and not rest.is_true:
-                m = rest.mask(lambda a, o=offs, b=b: b.cols[pos[a]][o], len(offs))
+                m = rest.mask(lambda a, o=offs, b=b: b.cols[col_of(a)][o], len(offs))
                 offs = offs[m]
             if len(offs):
                 out.append(offs.astype(np.int64) + b.first)
