@@ -270,6 +270,14 @@ def _add_serve(sub) -> None:
         metavar="N",
         help="batches waiting for the engine before ingest is refused (default: %(default)s)",
     )
+    limits.add_argument(
+        "--freeze-heap-every",
+        type=_seconds,
+        default=1.0,
+        metavar="SECONDS",
+        help="collect young garbage and freeze the rest this often, so that the collector "
+        "never walks the whole heap of standing queries (default: %(default)s)",
+    )
 
 
 def _add_client(sub) -> None:
@@ -567,6 +575,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         max_query_chars=args.max_query_chars,
         max_queries_per_client=args.max_queries_per_client,
         ingest_queue_batches=args.ingest_queue_batches,
+        freeze_heap_every=args.freeze_heap_every,
         linear_road=args.linear_road,
     )
     try:

@@ -58,7 +58,7 @@ def start_server(config: ServerConfig) -> RunningServer:
     """
     tokens = load_tokens(config.auth_tokens_file) if config.auth_tokens_file else None
     engine = psoup.connect(strategy=config.strategy)
-    worker = EngineWorker(config.ingest_queue_batches)
+    worker = EngineWorker(config.ingest_queue_batches, config.freeze_heap_every)
     if config.linear_road:
         from psoup.linear_road.streams import install
 

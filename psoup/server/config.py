@@ -23,4 +23,5 @@ class ServerConfig:
     subscription_buffer: int = 10_000  # undelivered messages before a subscriber is cut off
     page_rows: int = 4096  # default rows per InvokeQuery page
     workers: int = 32  # gRPC handler threads
+    freeze_heap_every: float = 1.0  # seconds between heap freezes (psoup/server/heap.py); 0 = never
     linear_road: bool = False  # declare Linear Road's streams and run its toll network

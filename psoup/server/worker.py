@@ -5,7 +5,8 @@ everything else that a user waits on go before queued ingest batches, so their l
 does not grow with the ingest backlog; each closure runs alone, between two batches,
 which keeps every answer stream-prefix consistent. Ingest closures are counted: when
 ``ingest_limit`` are already waiting, ``submit_ingest`` raises ``QueueFull`` instead of
-letting memory grow.
+letting memory grow. Between two closures the thread gives the heap freezer its turn
+(psoup/server/heap.py), so the collector's full passes stay short.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from psoup.server.heap import HeapFreezer
+
 URGENT, INGEST = 0, 1
 
 
@@ -27,8 +30,9 @@ class QueueFull(Exception):
 class EngineWorker:
     """Runs submitted closures one at a time on one thread, urgent ones first."""
 
-    def __init__(self, ingest_limit: int):
+    def __init__(self, ingest_limit: int, freeze_heap_every: float = 0.0):
         self.ingest_limit = ingest_limit
+        self.heap = HeapFreezer(freeze_heap_every)
         self._queue: queue.PriorityQueue = queue.PriorityQueue()
         self._order = itertools.count()
         self._ingest_waiting = 0
@@ -76,6 +80,7 @@ class EngineWorker:
                 fut.set_result(fn())
             except BaseException as exc:  # delivered to the waiting handler
                 fut.set_exception(exc)
+            self.heap.tick()
 
     def stop(self) -> None:
         """Finish what is queued, then end the thread."""
