@@ -27,21 +27,15 @@ from tqdm import tqdm
 from clients.errors import PSoupRpcError
 from clients.psoup_client import PSoupClient
 from clients.vehicle import Vehicle
+from psoup.linear_road.check import DEADLINES, FILES
 from psoup.linear_road.network import REPORT_FIELDS
 from psoup.linear_road.streams import ALL_ALERTS, ALL_TOLLS
 
-DEADLINES = {"toll": 5, "accident": 5, "balance": 5, "daily": 10}
 # How the driver (and the benchmarks) start their server. Without authentication every
 # vehicle is the same client to the server, and a 3-hour expressway has ~370,000
 # vehicles with 3 standing queries each for those that ask: the default limit of 100,000
 # queries per client stopped the first full-duration run.
 SERVER_ARGS = ("--linear-road", "--max-queries-per-client", "10000000")
-FILES = {
-    "toll": "tollalerts.csv",
-    "accident": "accidentalerts.csv",
-    "balance": "accountbalance.csv",
-    "daily": "dailyexpenditure.csv",
-}
 
 
 @dataclass
