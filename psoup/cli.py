@@ -96,6 +96,11 @@ def _seconds(text: str) -> float:
     return float(v)
 
 
+def _seconds_or_never(text: str) -> float:
+    """Seconds between two runs of a periodic job; 0 turns the job off."""
+    return 0.0 if parse_number(text) == 0 else _seconds(text)
+
+
 def _port(text: str) -> int:
     try:
         v = int(text)
@@ -272,11 +277,11 @@ def _add_serve(sub) -> None:
     )
     limits.add_argument(
         "--freeze-heap-every",
-        type=_seconds,
+        type=_seconds_or_never,
         default=1.0,
         metavar="SECONDS",
         help="collect young garbage and freeze the rest this often, so that the collector "
-        "never walks the whole heap of standing queries (default: %(default)s)",
+        "never walks the whole heap of standing queries; 0 = never (default: %(default)s)",
     )
 
 

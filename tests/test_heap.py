@@ -75,3 +75,19 @@ def test_unregistered_queries_leave_nothing_frozen(clean_gc, text):
         db.unregister(h)
     del handles
     assert gc.get_freeze_count() - base < 20
+
+
+@pytest.mark.parametrize(("flag", "seconds"), [("0", 0.0), ("2.5", 2.5)])
+def test_serve_flag_sets_the_interval_and_zero_turns_it_off(flag, seconds):
+    from psoup.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "--freeze-heap-every", flag])
+    assert args.freeze_heap_every == seconds
+
+
+def test_serve_flag_refuses_negative_seconds(capsys):
+    from psoup.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--freeze-heap-every", "-1"])
+    assert "not a positive number of seconds: '-1'" in capsys.readouterr().err
