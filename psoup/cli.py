@@ -89,16 +89,21 @@ def _non_negative(text: str) -> int:
     return _count(text, 0)
 
 
-def _seconds(text: str) -> float:
+def _duration(text: str, zero_ok: bool) -> float:
     v = parse_number(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"not a positive number of seconds: {text!r}")
+    if v < 0 or (v == 0 and not zero_ok):
+        what = "a number of seconds >= 0" if zero_ok else "a positive number of seconds"
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}")
     return float(v)
+
+
+def _seconds(text: str) -> float:
+    return _duration(text, zero_ok=False)
 
 
 def _seconds_or_never(text: str) -> float:
     """Seconds between two runs of a periodic job; 0 turns the job off."""
-    return 0.0 if parse_number(text) == 0 else _seconds(text)
+    return _duration(text, zero_ok=True)
 
 
 def _port(text: str) -> int:

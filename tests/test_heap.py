@@ -90,4 +90,4 @@ def test_serve_flag_refuses_negative_seconds(capsys):
 
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--freeze-heap-every", "-1"])
-    assert "not a positive number of seconds: '-1'" in capsys.readouterr().err
+    assert "not a number of seconds >= 0: '-1'" in capsys.readouterr().err
