@@ -21,7 +21,16 @@ from clients.errors import (
     Unauthenticated,
     Unavailable,
 )
-from clients.messages import CURRENT, NEW, Bound, IngestAck, QueryInfo, StreamInfo, Window
+from clients.messages import (
+    CURRENT,
+    NEW,
+    Bound,
+    IngestAck,
+    QueryInfo,
+    StagedPart,
+    StreamInfo,
+    Window,
+)
 from clients.psoup_client import PSoupClient, Subscription
 
 __all__ = [
@@ -43,6 +52,7 @@ __all__ = [
     "PermissionDenied",
     "QueryInfo",
     "ResourceExhausted",
+    "StagedPart",
     "StreamInfo",
     "Subscription",
     "Unauthenticated",

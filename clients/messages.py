@@ -80,6 +80,16 @@ class QueryInfo:
 
 
 @dataclass(frozen=True)
+class StagedPart:
+    """What one LoadBatches call staged: ``replaced`` when its part had been staged
+    before (a retried writer) and this call's rows took the earlier ones' place."""
+
+    rows: int
+    batches: int
+    replaced: bool = False
+
+
+@dataclass(frozen=True)
 class IngestAck:
     """The server's acknowledgement of one batch: its tuple ids and the matches it made.
 

@@ -29,7 +29,7 @@ import numpy as np
 from clients import batching, channel, messages
 from clients.channel import DEFAULT, Timeout
 from clients.errors import InvalidArgument, error_from_rpc
-from clients.messages import IngestAck, QueryInfo, StreamInfo
+from clients.messages import IngestAck, QueryInfo, StagedPart, StreamInfo
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
 from psoup.api import psoup_pb2_grpc as pb_grpc
@@ -275,20 +275,29 @@ class PSoupClient:
         stream: str,
         batches: Iterable[Mapping[str, Sequence | np.ndarray]],
         *,
+        part: str = "",
         timeout: Timeout = None,
-    ) -> int:
+    ) -> StagedPart:
         """Stage ``batches`` (attribute -> values, any time order) into a load over one
-        LoadBatches call; returns the rows staged. Several callers (processes, Spark
-        tasks) may stage into one load at once. Nothing is visible until commit_load."""
+        LoadBatches call; returns what was staged. Several callers (processes, Spark
+        tasks) may stage into one load at once. Nothing is visible until commit_load.
+
+        The rows are staged only if the call completes. Naming a ``part`` makes the call
+        idempotent: a later call for the same part replaces its rows (``replaced``), so a
+        retried writer (a Spark task attempt) is counted once.
+        """
         schema = self._schema(stream)
 
         def requests() -> Iterator[pb.LoadBatchRequest]:
             for batch_id, cols in enumerate(batches):
                 typed = batching.columns_to_typed(stream, schema, cols, f"batch {batch_id}: ")
                 cols = batching.request(stream, schema, typed, batch_id).columns
-                yield pb.LoadBatchRequest(load_id=load_id, columns=cols, batch_id=batch_id)
+                yield pb.LoadBatchRequest(
+                    load_id=load_id, columns=cols, batch_id=batch_id, part=part
+                )
 
-        return self._unary(self._stub.LoadBatches, requests(), timeout).rows
+        res = self._unary(self._stub.LoadBatches, requests(), timeout)
+        return StagedPart(res.rows, res.batches, res.replaced)
 
     def commit_load(self, load_id: str, *, timeout: Timeout = None) -> InsertResult:
         """Replace the stream's contents with the load's rows, atomically."""

@@ -119,6 +119,35 @@ def _port(text: str) -> int:
 # ------------------------------------------------------------------------ subcommands
 
 
+def _spark_setting(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip() or key != key.strip():
+        raise argparse.ArgumentTypeError(f"not KEY=VALUE: {text!r}")
+    return key, value
+
+
+def _spark_options() -> argparse.ArgumentParser:
+    """The options of the commands that run a Spark job."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("spark")
+    g.add_argument(
+        "--master",
+        metavar="URL",
+        help="Spark master, e.g. spark://host:7077 (default: local[*,4], this machine's "
+        "cores, a failed task tried up to 4 times)",
+    )
+    g.add_argument(
+        "--conf",
+        type=_spark_setting,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, e.g. spark.executor.memory=2g or spark.pyspark.python=PATH "
+        "(the executors' interpreter); repeatable",
+    )
+    return p
+
+
 def _connection_options() -> argparse.ArgumentParser:
     """The options every client subcommand takes."""
     p = argparse.ArgumentParser(add_help=False)
@@ -161,7 +190,10 @@ def _add_demo_bench(sub) -> None:
     demo.add_argument("--seed", type=int, default=1, help="random seed of the readings")
 
     bench = sub.add_parser(
-        "bench", help="run a benchmark suite", description="Run a benchmark suite."
+        "bench",
+        help="run a benchmark suite",
+        description="Run a benchmark suite.",
+        parents=[_spark_options()],
     )
     bench.add_argument(
         "suite",
@@ -435,14 +467,11 @@ def _add_history(sub) -> None:
     )
     hsub = history.add_subparsers(dest="history_command", required=True, metavar="ACTION")
 
+    spark = _spark_options()
+
     def job(name: str, help_: str, description: str) -> argparse.ArgumentParser:
-        p = hsub.add_parser(name, help=help_, description=description, parents=[conn],
-                            epilog=EPILOG)  # fmt: skip
-        p.add_argument(
-            "--master",
-            metavar="URL",
-            help="Spark master, e.g. spark://host:7077 (default: local[*], on this machine)",
-        )
+        p = hsub.add_parser(name, help=help_, description=description,
+                            parents=[conn, spark], epilog=EPILOG)  # fmt: skip
         p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
         return p
 
@@ -457,11 +486,11 @@ def _add_history(sub) -> None:
     )
     p.add_argument(
         "--tolls",
-        type=Path,
         required=True,
-        metavar="FILE",
+        metavar="FILE|URI",
         help="the history: a CSV file of vid,day,xway,tolls lines (.csv, .dat), or a Parquet "
-        "directory written by 'psoup history export'",
+        "directory written by 'psoup history export'; a local path or any URI Spark reads "
+        "(file://, hdfs://, s3a://, ...)",
     )
     p.add_argument(
         "--stream",
@@ -499,6 +528,21 @@ def _add_history(sub) -> None:
         metavar="N",
         help="parallel reads, one Parquet file each (default: ~4 million rows per part)",
     )
+    _add_history_cluster(hsub)
+
+
+def _add_history_cluster(hsub) -> None:
+    p = hsub.add_parser(
+        "cluster",
+        help="run a Spark standalone cluster on this machine until Ctrl-C",
+        description="Start a Spark standalone master and workers on 127.0.0.1 from the "
+        "pyspark package (no Spark installation), print the master URL for --master, and "
+        "keep them running until interrupted.",
+    )
+    p.add_argument("--workers", type=_positive, default=2, metavar="N", help="(default 2)")
+    p.add_argument("--cores", type=_positive, default=1, metavar="N",
+                   help="cores per worker (default 1)")  # fmt: skip
+    p.add_argument("--memory", default="1g", help="memory per worker (default 1g)")
 
 
 def _add_linear_road(sub) -> None:
@@ -628,7 +672,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.suite == "history":
             from psoup.bench import history_bench
 
-            return history_bench.run(args.out, quick=args.quick, seed=args.seed)
+            return history_bench.run(
+                args.out, quick=args.quick, seed=args.seed, master=args.master,
+                conf=dict(args.conf),
+            )  # fmt: skip
         if args.suite == "grpc":
             from psoup.bench import grpc_bench as suite
         else:

@@ -23,7 +23,7 @@ from clients import PSoupClient, PSoupRpcError, Unavailable
 from psoup import formatting
 from psoup.csvio import CsvError, count_rows, read_batches
 
-EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 3
+EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 3, 130
 
 
 def connect(args: argparse.Namespace) -> PSoupClient:

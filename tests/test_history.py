@@ -22,7 +22,7 @@ import pytest
 
 from clients import PSoupClient
 from psoup import cli
-from psoup.history import HistoryError, spark
+from psoup.history import HistoryError, executors, spark
 from psoup.history.export import export
 from psoup.history.hydrate import hydrate
 from psoup.linear_road.streams import DAILY_EXPENDITURE
@@ -87,9 +87,9 @@ REJECTED = [
 
 @pytest.fixture(scope="module")
 def session() -> Iterator:
-    s = spark.start_session("local[2]")
+    s = spark.start_session("local[2,4]")  # a failed task is tried up to 4 times
     yield s
-    s.stop()
+    spark.stop_session(s)
 
 
 @pytest.fixture(scope="module")
@@ -208,12 +208,41 @@ def test_a_failure_part_way_leaves_the_old_contents(
     )
     other = _write(tmp_path / "other.csv", OTHER)
     with pytest.raises(Exception, match="injected failure after staging"):
-        _run(session, other, target, "fragile", _fail_after_rows=1)
+        _run(session, other, target, "fragile", _fault=executors.Fault(after_rows=1))
     assert _contents(client, "fragile") == _as_rows(GOOD)
     assert client.invoke(h).rows == [(GOOD[2, 1, 0],)]
     assert len(server.servicer.loads) == 0  # the load was aborted, not left behind
     _run(session, other, target, "fragile")  # and the next hydration works
     assert client.invoke(h).rows == [(20,)]
+
+
+@pytest.mark.parametrize("mid_call", [True, False], ids=["during-its-call", "after-its-call"])
+def test_a_retried_task_is_counted_once(
+    session, target, client, fixture_csv, small_splits, mid_call
+) -> None:
+    """One push task fails in its first attempt, Spark retries it, and the load still has
+    every row once: a task that died during its LoadBatches call staged nothing, one that
+    died after it is replaced by its retry."""
+    fault = executors.Fault(after_rows=1, partition=0, first_attempt_only=True, mid_call=mid_call)
+    summary = _run(session, fixture_csv, target, f"retried_{mid_call}", _fault=fault)
+    assert summary.retried_tasks == 1
+    assert "tasks retried" in summary.text()
+    assert summary.loaded == len(GOOD)
+    assert _contents(client, f"retried_{mid_call}") == _as_rows(GOOD)
+
+
+def test_inputs_are_read_from_uris(session, target, client, fixture_csv, tmp_path) -> None:
+    """A file:// URI is read like its path; a URI of another scheme goes to Hadoop's file
+    systems, and one Spark cannot read is refused with its reason before any job runs."""
+    summary = _run(session, fixture_csv.as_uri(), target, "from_uri")
+    assert summary.loaded == len(GOOD)
+    assert (tmp_path / "tolls.csv.rejects.csv").exists()  # next to the local file
+    assert _contents(client, "from_uri") == _as_rows(GOOD)
+    with pytest.raises(HistoryError, match="no such file or directory: file:///nonexistent"):
+        _run(session, "file:///nonexistent/tolls.csv", target, "from_uri")
+    with pytest.raises(HistoryError, match=r"cannot read nosuch://host/tolls\.csv: .*nosuch"):
+        _run(session, "nosuch://host/tolls.csv", target, "from_uri")
+    assert _contents(client, "from_uri") == _as_rows(GOOD)
 
 
 def test_a_file_without_a_good_row_changes_nothing(

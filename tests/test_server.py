@@ -543,6 +543,38 @@ def test_bad_and_aborted_loads_leave_the_stream_alone(stub, channel, stream) -> 
     assert serving(channel)
 
 
+def test_a_named_part_staged_twice_counts_once(stub, channel, stream) -> None:
+    """A retried writer (a Spark task attempt) restages its part: the rows of the last
+    complete call count, once; a call that fails part-way stages none of its batches."""
+    h = register(stub, f"SELECT vid, t FROM {stream} WHERE vid >= 0 BEGIN 0 END NOW")
+    lid = stub.BeginLoad(pb.BeginLoadRequest(stream=stream)).load_id
+
+    def part(name: str, vids: list[int]) -> pb.LoadBatchRequest:
+        req = _load_req(lid, vids, [0.0] * len(vids), [v * 10 for v in vids])
+        req.part = name
+        return req
+
+    first = stub.LoadBatches(iter([part("p0", [1, 2]), part("p0", [3])]))
+    assert (first.rows, first.batches, first.replaced) == (3, 2, False)
+    again = stub.LoadBatches(iter([part("p0", [1]), part("p0", [2, 3])]))
+    assert (again.rows, again.replaced) == (3, True)
+    other = stub.LoadBatches(iter([part("p1", [4])]))
+    assert (other.rows, other.replaced) == (1, False)
+
+    def dies_part_way():
+        yield part("p2", [5])
+        yield part("p2", [6, 7])  # the next request's batch is bad: the call fails
+        yield _load_req(lid, [8], [0.0], [80])
+
+    fails(lambda: stub.LoadBatches(dies_part_way()), C.INVALID_ARGUMENT, "part")
+    bad = part("p3", [9])
+    bad.columns.pop()
+    fails(lambda: stub.LoadBatches(iter([part("p3", [9]), bad])), C.INVALID_ARGUMENT, "batch")
+    assert stub.CommitLoad(pb.CommitLoadRequest(load_id=lid)).rows == 4
+    assert invoke(stub, h) == [(1, 10), (2, 20), (3, 30), (4, 40)]
+    assert serving(channel)
+
+
 def test_loads_belong_to_their_client(auth_server) -> None:
     ch_a, alice = _authed(auth_server.port, "a-secret")
     ch_b, bob = _authed(auth_server.port, "b-secret")

@@ -369,22 +369,26 @@ class BeginLoadResponse(_message.Message):
     def __init__(self, load_id: _Optional[str] = ...) -> None: ...
 
 class LoadBatchRequest(_message.Message):
-    __slots__ = ("load_id", "columns", "batch_id")
+    __slots__ = ("load_id", "columns", "batch_id", "part")
     LOAD_ID_FIELD_NUMBER: _ClassVar[int]
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
     load_id: str
     columns: _containers.RepeatedCompositeFieldContainer[Column]
     batch_id: int
-    def __init__(self, load_id: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., batch_id: _Optional[int] = ...) -> None: ...
+    part: str
+    def __init__(self, load_id: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., batch_id: _Optional[int] = ..., part: _Optional[str] = ...) -> None: ...
 
 class LoadBatchesResponse(_message.Message):
-    __slots__ = ("batches", "rows")
+    __slots__ = ("batches", "rows", "replaced")
     BATCHES_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_FIELD_NUMBER: _ClassVar[int]
     batches: int
     rows: int
-    def __init__(self, batches: _Optional[int] = ..., rows: _Optional[int] = ...) -> None: ...
+    replaced: bool
+    def __init__(self, batches: _Optional[int] = ..., rows: _Optional[int] = ..., replaced: _Optional[bool] = ...) -> None: ...
 
 class CommitLoadRequest(_message.Message):
     __slots__ = ("load_id",)

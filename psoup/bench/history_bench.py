@@ -81,11 +81,29 @@ def invoke_latencies(target: str, tolls: np.ndarray, seed: int) -> tuple[list[fl
     return registers, invokes
 
 
-def run(out_dir: Path, quick: bool = False, seed: int = 7) -> int:
-    """Generate, hydrate, measure; print the table and write BENCHMARKS.md's history section.
+def _section(quick: bool, master: str | None) -> str:
+    """BENCHMARKS.md's section for a run: the full local run is ``history``; a quick run
+    or another master gets its own, so runs on several masters stand side by side."""
+    if not quick and master is None:
+        return "history"
+    where = "local" if master is None or master.startswith("local") else "cluster"
+    return f"history-{'quick-' if quick else ''}{where}"
+
+
+def run(
+    out_dir: Path,
+    quick: bool = False,
+    seed: int = 7,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+) -> int:
+    """Generate, hydrate on ``master`` (default local[*,4]) with the Spark settings
+    ``conf``, measure; print the table and write BENCHMARKS.md's section for the run.
 
     Returns 0, or 1 when a goal (RSS < 2.5 GB, invoke mean < 5 ms) is missed.
     """
+    section = _section(quick, master)
+    plot_name = PLOT if section == "history" else f"{section.replace('-', '_')}_invoke_latency.png"
     n = QUICK_ROWS if quick else FULL_ROWS
     with tempfile.TemporaryDirectory(prefix="psoup-history-bench-") as tmp:
         path = Path(tmp) / "tolls.csv"
@@ -96,7 +114,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> int:
         with ServerProcess() as srv:
             rss_idle = srv.rss_bytes()
             start = time.perf_counter()
-            summary = hydrate(path, server=srv.target)
+            summary = hydrate(path, server=srv.target, master=master, conf=conf)
             wall = time.perf_counter() - start
             rss = srv.rss_bytes()
             peak = srv.peak_rss_bytes()
@@ -125,9 +143,11 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> int:
     headers = ["measure", "value", "note"]
     where = machine.describe()
     command = "psoup bench history" + (" --quick" if quick else "")
+    command += f" --master {master}" if master else ""
+    command += "".join(f" --conf {k}={v}" for k, v in (conf or {}).items())
     print(f"\nmachine: {where}\n{report.table(headers, rows)}")
     report.histogram(
-        out_dir / PLOT,
+        out_dir / plot_name,
         f"Daily-expenditure invoke over {summary.loaded:,} rows",
         "invoke latency (ms), client to server and back",
         invokes,
@@ -142,7 +162,8 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> int:
         f"A generated one-expressway Linear Road toll history (vehicles 0..{n // LAST_DAY:,}, "
         f"days 1..{LAST_DAY}, xway 0, tolls 0..99, one row per vehicle and day) hydrated into "
         "`toll_history` of a `psoup serve` child process by `psoup.history.hydrate` on a "
-        "local Spark session (`local[*]`, the same 2 cores as the server). Steps: validate "
+        f"Spark session on `{master or 'local[*,4]'}` (this machine's 2 cores, shared with "
+        "the server). Steps: validate "
         "(scan, parse and check every line), rejects (none here), load (sum duplicates: "
         "a shuffle; the executors push Arrow batches as numpy columns over gRPC), commit "
         "(the server sorts by day and swaps the stream's storage). "
@@ -150,11 +171,11 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> int:
         f"(vid, day) are registered, each applied to every stored row, and invoked "
         f"{ROUNDS} times each from this process over gRPC; every answer is checked.",
         "",
-        f"![invoke latency]({PLOT})",
+        f"![invoke latency]({plot_name})",
         "",
     ]
-    report.write_section(out_dir / "BENCHMARKS.md", "history", "\n".join(md))
-    print(f"\nwrote {out_dir / 'BENCHMARKS.md'} and {PLOT}")
+    report.write_section(out_dir / "BENCHMARKS.md", section, "\n".join(md))
+    print(f"\nwrote {out_dir / 'BENCHMARKS.md'} and {plot_name}")
     ok = rss * gb < RSS_GOAL_GB and lat.mean() < INVOKE_GOAL_MS
     if not ok:
         print("a goal was missed (see the table)")

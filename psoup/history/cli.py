@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from clients import PSoupRpcError, Unavailable
-from psoup.cli_client import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
+from psoup.cli_client import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE
 from psoup.history import HistoryError
 
 
@@ -31,6 +32,7 @@ def _hydrate(args: argparse.Namespace) -> str:
         stream=args.stream,
         token=args.token,
         master=args.master,
+        conf=dict(args.conf),
         rejects=args.rejects,
         batch_rows=args.batch_rows,
         timeout=args.timeout,
@@ -49,6 +51,7 @@ def _export(args: argparse.Namespace) -> str:
         server=args.server,
         token=args.token,
         master=args.master,
+        conf=dict(args.conf),
         parts=args.parts,
         timeout=args.timeout,
         root_certificates=_certificates(args),
@@ -57,8 +60,34 @@ def _export(args: argparse.Namespace) -> str:
     return summary.text()
 
 
+def _cluster(args: argparse.Namespace) -> int:
+    """Run a local standalone cluster until interrupted; 130 then, as after any Ctrl-C."""
+    from psoup.history.cluster import LocalCluster
+
+    cluster = LocalCluster(args.workers, args.cores, args.memory)
+    try:
+        print(f"starting a Spark master and {args.workers} workers ...", file=sys.stderr)
+        cluster.start()
+        print(f"spark master {cluster.url}  (web UI {cluster.web_url}; logs in "
+              f"{cluster.directory}); Ctrl-C stops it", flush=True)  # fmt: skip
+        while all(p.poll() is None for p in cluster.procs):
+            time.sleep(1)
+        print("error: a Spark daemon exited; see the logs", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except HistoryError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        cluster.stop()
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run ``args.history_command`` (hydrate or export); returns the exit status."""
+    """Run ``args.history_command`` (hydrate, export or cluster); returns the exit status."""
+    if args.history_command == "cluster":
+        return _cluster(args)
     job = _hydrate if args.history_command == "hydrate" else _export
     try:
         text = job(args)

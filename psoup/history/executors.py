@@ -47,32 +47,47 @@ def _columns(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
     }
 
 
-def _first_attempt() -> None:
-    """Refuse to run a retried task: its first attempt may have staged rows already, and
-    staging them again would count them twice. The job then fails and the driver aborts
-    the load, leaving the stream's old contents; running the hydration again is safe."""
-    from pyspark import TaskContext
+@dataclass(frozen=True)
+class Fault:
+    """A test hook: the push task of ``partition`` (every partition when None) raises
+    after sending about ``after_rows`` rows (whole batches), as a task whose executor dies
+    would; only in its first attempt when ``first_attempt_only``. ``mid_call`` raises
+    inside the LoadBatches call (the call is cancelled, so the server stages none of it),
+    else after the call completed (its rows staged, to be replaced by the retry)."""
 
-    ctx = TaskContext.get()
-    if ctx is not None and ctx.attemptNumber() > 0:
-        raise RuntimeError(
-            f"task for partition {ctx.partitionId()} was retried (attempt "
-            f"{ctx.attemptNumber()}); a retry could stage rows twice, so the load is given up"
+    after_rows: int = 0
+    partition: int | None = None
+    first_attempt_only: bool = False
+    mid_call: bool = False
+
+    def armed(self, partition: int, attempt: int) -> bool:
+        return (self.partition is None or self.partition == partition) and (
+            attempt == 0 or not self.first_attempt_only
         )
 
 
-def pusher(
-    conn: Connection, load_id: str, stream: str, fail_after_rows: int | None = None
-) -> ArrowFn:
-    """A mapInArrow function (output schema ``rows long``) that stages its partition's
-    batches into load ``load_id`` over one LoadBatches call and yields the rows staged.
+#: The output schema of ``pusher``'s tasks: one row per task.
+PUSH_SCHEMA = "rows long, replaced boolean, attempt int"
 
-    ``fail_after_rows`` is a test hook: the task stages about that many rows (whole
-    batches), then raises, as a task dying part-way would. O(rows) bytes copied.
+
+def pusher(conn: Connection, load_id: str, stream: str, fault: Fault | None = None) -> ArrowFn:
+    """A mapInArrow function (output ``PUSH_SCHEMA``) that stages its partition's batches
+    into load ``load_id`` over one LoadBatches call, as the load's part named by the
+    partition id, and yields the rows staged, whether they replaced an earlier attempt's,
+    and the attempt number.
+
+    Idempotent: Spark's task retries (a lost executor, a failed fetch) stage the same
+    partition again under the same part, which replaces the earlier attempt's rows, and a
+    part of an attempt that died during its call was never staged. The partition's rows
+    are the same set in every attempt (the same shuffle output). O(rows) bytes copied.
     """
 
     def push(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        _first_attempt()
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        partition, attempt = (ctx.partitionId(), ctx.attemptNumber()) if ctx else (0, 0)
+        armed = fault is not None and fault.armed(partition, attempt)
         sent = 0
 
         def columns() -> Iterator[dict[str, np.ndarray]]:
@@ -81,14 +96,24 @@ def pusher(
                 if batch.num_rows:
                     yield _columns(batch)
                     sent += batch.num_rows
-                if fail_after_rows is not None and sent >= fail_after_rows:
+                if armed and sent >= fault.after_rows:
+                    if fault.mid_call:
+                        raise RuntimeError(f"injected failure in partition {partition}")
                     return
 
         with conn.client() as client:
-            rows = client.load_batches(load_id, stream, columns())
-        if fail_after_rows is not None:
-            raise RuntimeError(f"injected failure after staging {rows} rows (test hook)")
-        yield pa.RecordBatch.from_pydict({"rows": pa.array([rows], pa.int64())})
+            staged = client.load_batches(load_id, stream, columns(), part=str(partition))
+        if armed:
+            raise RuntimeError(
+                f"injected failure after staging {staged.rows} rows of partition {partition}"
+            )
+        yield pa.RecordBatch.from_pydict(
+            {
+                "rows": pa.array([staged.rows], pa.int64()),
+                "replaced": pa.array([staged.replaced], pa.bool_()),
+                "attempt": pa.array([attempt], pa.int32()),
+            }
+        )
 
     return push
 

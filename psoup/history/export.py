@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,6 +60,7 @@ def export(
     *,
     token: str | None = None,
     master: str | None = None,
+    conf: Mapping[str, str] | None = None,
     session: SparkSession | None = None,
     parts: int | None = None,
     timeout: float | None = 30.0,
@@ -69,7 +71,8 @@ def export(
 
     ``parts`` tasks read the stream in parallel (default: enough for ~4 M rows each, at
     least the session's default parallelism). Runs on ``session`` if given, else on the
-    active session, else on one started (and stopped) here on ``master``. Raises
+    active session, else on one started (and stopped) here on ``master`` with the Spark
+    settings ``conf``. Raises
     ``clients.NotFound`` for an unknown stream, other ``PSoupRpcError``s and Spark's
     errors. One Spark job; the rows go server -> executors -> files, never through the
     driver.
@@ -78,7 +81,7 @@ def export(
     conn = executors.Connection(server, token, root_certificates, timeout)
     with conn.client() as client:
         info = client.describe_stream(stream)  # before Spark starts: fail fast
-    with spark.use(session, master) as active:
+    with spark.use(session, master, conf) as active:
         start = time.perf_counter()
         sc = active.sparkContext
         n = parts or max(sc.defaultParallelism, math.ceil(info.tuples_stored / ROWS_PER_PART))
@@ -86,6 +89,6 @@ def export(
         ids = active.range(n, numPartitions=n)
         with Phase(sc, f"{stream}: export", progress):
             table = ids.mapInArrow(read, _schema(dict(info.schema)))
-            table.write.mode("overwrite").parquet(str(out))
-        rows = active.read.parquet(str(out)).count()  # from the files' footers
+            table.write.mode("overwrite").parquet(out.as_uri())
+        rows = active.read.parquet(out.as_uri()).count()  # from the files' footers
         return ExportSummary(stream, out, rows, n, time.perf_counter() - start)

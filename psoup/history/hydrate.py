@@ -7,12 +7,15 @@
         │ rejects: line,reason,text streamed to the driver, to a file   (Spark job 2)
         ▼ good rows, GROUP BY vid, day, xway: SUM(tolls)
     BeginLoad (driver) ─► executors: LoadBatches, one call per task     (Spark job 3)
+                          (part = the partition id: a retried task replaces its rows)
                        ─► CommitLoad (driver): the stream's contents are replaced at once
 
 The stream's old contents stay until the commit, which swaps them for the load's rows and
 re-applies the registered queries in one engine step; any failure before it aborts the
 load. So hydrating a file twice leaves the same contents as once, and a failure part-way
-leaves the previous contents (and no half-staged load) behind.
+leaves the previous contents (and no half-staged load) behind. Spark's task retries are
+harmless: each task stages its partition as a named part of the load, staged only when
+its call completes, and a retry's part replaces the earlier attempt's.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import contextlib
 import csv
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +32,7 @@ from typing import TYPE_CHECKING
 from clients import PSoupClient, PSoupRpcError
 from psoup.history import HistoryError, executors, spark, validate
 from psoup.history.progress import Phase
+from psoup.history.source import Source
 from psoup.history.stream import ATTRS, DEFAULT_STREAM, ensure
 
 if TYPE_CHECKING:
@@ -51,6 +56,7 @@ class HydrateSummary:
     seconds: float
     rejects_path: Path | None  # None: nothing rejected, no file written
     phases: dict[str, float] = field(default_factory=dict)  # seconds of each step
+    retried_tasks: int = 0  # push tasks whose successful attempt was a retry
 
     @property
     def rows_per_second(self) -> float:
@@ -70,14 +76,21 @@ class HydrateSummary:
                 f"  rejected           {self.rejected:>14,}{where}",
                 f"  duplicates merged  {self.duplicates_merged:>14,}",
                 f"  loaded             {self.loaded:>14,}",
+                *(
+                    [f"  tasks retried      {self.retried_tasks:>14,}"]
+                    if self.retried_tasks
+                    else []
+                ),
                 timing,
             ]
         )
 
 
-def default_rejects_path(tolls: Path) -> Path:
-    """``<input>.rejects.csv`` next to the input (file or directory)."""
-    return tolls.with_name(tolls.name + ".rejects.csv")
+def default_rejects_path(source: Source) -> Path:
+    """``<input>.rejects.csv`` next to a local input (file or directory); in the current
+    directory for a remote one."""
+    where = source.local.parent if source.local else Path.cwd()
+    return where / (source.name + ".rejects.csv")
 
 
 def write_rejects(rows: DataFrame, counts: validate.Counts, path: Path) -> Path | None:
@@ -110,8 +123,9 @@ def _push(
     good: DataFrame,
     push: executors.ArrowFn,
     batch_rows: int,
-) -> int:
-    """Merge duplicates and stage every row from the executors; returns the rows staged."""
+) -> tuple[int, int]:
+    """Merge duplicates and stage every row from the executors; returns (rows staged,
+    tasks whose successful attempt was a retry)."""
     from pyspark.sql import functions as F
 
     merged = good.groupBy("vid", "day", "xway").agg(F.sum("tolls").alias("tolls"))
@@ -119,13 +133,13 @@ def _push(
     before = session.conf.get(key, None)
     session.conf.set(key, str(batch_rows))
     try:
-        staged = merged.select(*ATTRS).mapInArrow(push, "rows long").collect()
+        tasks = merged.select(*ATTRS).mapInArrow(push, executors.PUSH_SCHEMA).collect()
     finally:
         if before is None:
             session.conf.unset(key)
         else:
             session.conf.set(key, before)
-    return sum(r["rows"] for r in staged)
+    return sum(t["rows"] for t in tasks), sum(1 for t in tasks if t["attempt"] > 0)
 
 
 def hydrate(
@@ -135,40 +149,42 @@ def hydrate(
     *,
     token: str | None = None,
     master: str | None = None,
+    conf: Mapping[str, str] | None = None,
     session: SparkSession | None = None,
     rejects: str | Path | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     timeout: float | None = 30.0,
     root_certificates: bytes | None = None,
     progress: bool = True,
-    _fail_after_rows: int | None = None,
+    _fault: executors.Fault | None = None,
 ) -> HydrateSummary:
     """Replace the contents of the server's tolls stream with the validated rows of ``tolls``.
 
-    ``tolls`` is a CSV file of ``vid,day,xway,tolls`` lines or a Parquet export. The
-    stream (``stream``, default ``toll_history``) is created if missing. Rejected rows go
-    to ``rejects`` (default ``<tolls>.rejects.csv``; not made when there are none). Runs
-    on ``session`` if given, else on the active session, else on one started (and
-    stopped) here on ``master`` (default local[*]).
+    ``tolls`` is a CSV file of ``vid,day,xway,tolls`` lines or a Parquet export: a local
+    path or any URI Spark reads (``file://``, ``hdfs://``, ``s3a://``, ...). The stream
+    (``stream``, default ``toll_history``) is created if missing. Rejected rows go to
+    ``rejects`` (default ``<tolls>.rejects.csv``, in the current directory for a remote
+    input; not made when there are none). Runs on ``session`` if given, else on the active
+    session, else on one started (and stopped) here on ``master`` (default local[*,4])
+    with the Spark settings ``conf``.
 
     Raises HistoryError (bad input, no valid row, schema mismatch, Spark failure),
     ``clients.PSoupRpcError`` (the server refused or is unreachable) or the executors'
     error; on any failure after the load began it is aborted, so the stream keeps its
     old contents. Three Spark jobs over the input, one shuffle; the rows reach the server
-    from the executors, never through the driver.
+    from the executors, never through the driver, each partition as a part of the load,
+    so a retried task replaces its earlier attempt's rows instead of adding to them.
     """
-    path = Path(tolls)
-    rejects_path = Path(rejects) if rejects else default_rejects_path(path)
     if batch_rows < 1:
         raise ValueError("batch_rows must be positive")
-    if not path.exists():  # before the server and Spark: fail fast
-        raise HistoryError(f"no such file or directory: {path}")
+    source = Source.parse(tolls)  # before the server and Spark: fail fast
+    rejects_path = Path(rejects) if rejects else default_rejects_path(source)
     conn = executors.Connection(server, token, root_certificates, timeout)
     with conn.client() as client:
         ensure(client, stream)  # before Spark starts: a bad server fails fast
-        with spark.use(session, master) as active:
-            return _run(active, client, conn, stream, path, rejects_path, batch_rows, progress,
-                        _fail_after_rows)  # fmt: skip
+        with spark.use(session, master, conf) as active:
+            return _run(active, client, conn, stream, source, rejects_path, batch_rows,
+                        progress, _fault)  # fmt: skip
 
 
 def _run(
@@ -176,11 +192,11 @@ def _run(
     client: PSoupClient,
     conn: executors.Connection,
     name: str,
-    path: Path,
+    path: Source,
     rejects_path: Path,
     batch_rows: int,
     progress: bool,
-    fail_after_rows: int | None,
+    fault: executors.Fault | None,
 ) -> HydrateSummary:
     sc = session.sparkContext
     start = time.perf_counter()
@@ -202,9 +218,9 @@ def _run(
         raise HistoryError(f"{path} {what} ({counts.rejected:,} rejected{see}); {name} unchanged")
     load_id = client.begin_load(name)
     try:
-        push = executors.pusher(conn, load_id, name, fail_after_rows)
+        push = executors.pusher(conn, load_id, name, fault)
         with Phase(sc, f"{name}: load", progress):
-            staged = _push(session, validate.good(rows), push, batch_rows)
+            staged, retried = _push(session, validate.good(rows), push, batch_rows)
         lap("load")
         loaded = client.commit_load(load_id).count
         lap("commit")
@@ -222,4 +238,5 @@ def _run(
         seconds=time.perf_counter() - start,
         rejects_path=written,
         phases=phases,
+        retried_tasks=retried,
     )

@@ -21,10 +21,10 @@ and the line numbers need; ``rejects`` gives the rejected rows with their line n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from psoup.history import HistoryError
+from psoup.history.source import Source
 from psoup.history.stream import ATTRS
 
 if TYPE_CHECKING:
@@ -53,20 +53,18 @@ class Counts:
         return self.read - self.rejected
 
 
-def is_parquet(path: Path) -> bool:
+def is_parquet(source: Source, spark: SparkSession) -> bool:
     """A directory (as Spark writes Parquet) or a ``.parquet`` file; anything else is CSV."""
-    return path.is_dir() or path.suffix == ".parquet"
+    return source.name.endswith(".parquet") or source.is_dir(spark)
 
 
-def read(spark: SparkSession, path: Path) -> DataFrame:
-    """The rows of ``path`` (CSV text or Parquet) with their values and reject reasons.
+def read(spark: SparkSession, source: Source) -> DataFrame:
+    """The rows of ``source`` (CSV text or Parquet) with their values and reject reasons.
 
-    Lazy: nothing is read until an action runs. Raises HistoryError for a missing path or
+    Lazy: nothing is read until an action runs. Raises HistoryError for a missing input or
     a Parquet input without integer columns ``vid, day, xway, tolls``.
     """
-    if not path.exists():
-        raise HistoryError(f"no such file or directory: {path}")
-    return _parquet(spark, path) if is_parquet(path) else _text(spark, path)
+    return _parquet(spark, source) if is_parquet(source, spark) else _text(spark, source)
 
 
 def _first_reason(checks: list[tuple[Column, Column | str]]) -> Column:
@@ -95,14 +93,14 @@ def _range_checks(values: dict[str, Column]) -> list[tuple[Column, Column]]:
     ]
 
 
-def _text(spark: SparkSession, path: Path) -> DataFrame:
+def _text(spark: SparkSession, path: Source) -> DataFrame:
     from pyspark.sql import functions as F
 
     col = F.col
     # One projection per stage, each naming what the next one uses more than once, so a
     # line is split once and each field parsed once (a single projection repeats them in
     # every CASE branch that refers to them: 15x slower).
-    lines = spark.read.text(str(path.absolute())).select(
+    lines = spark.read.text(path.uri).select(
         col("value").alias("text"),
         F.spark_partition_id().alias("part"),
         F.monotonically_increasing_id().alias("mid"),
@@ -152,11 +150,11 @@ def _text(spark: SparkSession, path: Path) -> DataFrame:
     return typed.select(*ATTRS, reason.alias("reason"), *keep)
 
 
-def _parquet(spark: SparkSession, path: Path) -> DataFrame:
+def _parquet(spark: SparkSession, path: Source) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegralType
 
-    df = spark.read.parquet(str(path.absolute()))
+    df = spark.read.parquet(path.uri)
     types = {f.name: f.dataType for f in df.schema.fields}
     missing = [a for a in ATTRS if a not in types]
     if missing:

@@ -2,7 +2,9 @@
 
 A load belongs to one stream and one client. Batches are validated against the
 stream's schema as they arrive (so errors name the batch, row and column) and kept as
-typed numpy arrays, no Python object per row. Committing concatenates them column by
+typed numpy arrays, no Python object per row. Writers stage named parts: a part's rows
+count once however often it is staged (the last complete writer wins), so a retried
+writer is harmless. Committing concatenates them column by
 column, freeing the parts as it goes, and hands the result to the engine, which replaces
 the stream's contents in one step. Loads left idle longer than ``idle_seconds`` are
 dropped when the next load begins, so a crashed loader cannot pin memory forever.
@@ -27,40 +29,88 @@ class UnknownLoad(KeyError):
 
 @dataclass
 class Load:
-    """One load's staged rows."""
+    """One load's staged rows, by part.
+
+    A writer stages a part through ``staging()``: its batches are validated as they
+    arrive and kept aside, and become the part's rows only when the writer finishes
+    (``Staging.done``); a part staged again replaces its earlier rows. So a writer that
+    dies part-way stages nothing, and one that is retried (a Spark task attempt, after a
+    lost executor) is counted once.
+    """
 
     load_id: str
     stream: str
     schema: Schema
     client: str
-    parts: list[list[np.ndarray]] = field(default_factory=list)  # per attribute
-    rows: int = 0
+    parts: dict[str, list[list[np.ndarray]]] = field(default_factory=dict)  # per attribute
+    rows_by_part: dict[str, int] = field(default_factory=dict)
     touched: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def __post_init__(self) -> None:
-        self.parts = [[] for _ in self.schema.names]
-
-    def stage(self, columns: dict) -> int:
-        """Validate one batch and keep it; returns its rows. Raises BatchError. O(rows)."""
-        arrays = columns_to_arrays(self.schema, columns)
+    @property
+    def rows(self) -> int:
+        """Rows staged by the parts done so far."""
         with self.lock:
-            for part, arr in zip(self.parts, arrays, strict=True):
-                part.append(arr)
-            n = len(arrays[0]) if arrays else 0
-            self.rows += n
+            return sum(self.rows_by_part.values())
+
+    def staging(self, part: str) -> Staging:
+        """A writer of ``part`` (empty: a part of its own, never replaced)."""
+        return Staging(self, part or f"#{secrets.token_hex(8)}")
+
+    def _install(self, part: str, arrays: list[list[np.ndarray]], rows: int) -> bool:
+        with self.lock:
+            replaced = part in self.parts
+            self.parts[part] = arrays
+            self.rows_by_part[part] = rows
             self.touched = time.monotonic()
-        return n
+        return replaced
 
     def take_columns(self) -> dict[str, np.ndarray]:
         """attribute -> all staged values; the staged parts are released. O(rows)."""
         with self.lock:
-            out = {}
-            for name, parts in zip(self.schema.names, self.parts, strict=True):
-                dtype = self.schema.dtype_of(name)
-                out[name] = np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
-                parts.clear()  # free as we go: peak memory is one column over the data
-            return out
+            parts = list(self.parts.values())
+            self.parts.clear()
+            self.rows_by_part.clear()
+        out = {}
+        for i, name in enumerate(self.schema.names):
+            columns = [part[i] for part in parts]
+            for part in parts:
+                part[i] = []  # free as we go: peak memory is one column over the data
+            dtype = self.schema.dtype_of(name)
+            arrays = [a for col in columns for a in col]
+            out[name] = np.concatenate(arrays) if arrays else np.empty(0, dtype=dtype)
+            del columns, arrays
+        return out
+
+
+@dataclass
+class Staging:
+    """One writer's batches of one part, kept aside until ``done``."""
+
+    load: Load
+    part: str
+    arrays: list[list[np.ndarray]] = field(default_factory=list)
+    rows: int = 0
+    batches: int = 0
+
+    def __post_init__(self) -> None:
+        self.arrays = [[] for _ in self.load.schema.names]
+
+    def add(self, columns: dict) -> int:
+        """Validate one batch and keep it aside; returns its rows. Raises BatchError.
+        O(rows)."""
+        arrays = columns_to_arrays(self.load.schema, columns)
+        for kept, arr in zip(self.arrays, arrays, strict=True):
+            kept.append(arr)
+        n = len(arrays[0]) if arrays else 0
+        self.rows += n
+        self.batches += 1
+        self.load.touched = time.monotonic()
+        return n
+
+    def done(self) -> bool:
+        """Make the batches the part's rows; returns True if they replaced earlier ones."""
+        return self.load._install(self.part, self.arrays, self.rows)
 
 
 class Loads:

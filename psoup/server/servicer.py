@@ -545,18 +545,31 @@ class PSoupServicer(pb_grpc.PSoupServicer):
     def LoadBatches(self, request_iterator, context):
         def run():
             client = self._client(context)
-            batches = rows = 0
+            staging = first = None
             for req in request_iterator:
-                load = self._load(client, req.load_id)
+                if staging is None:
+                    staging = self._load(client, req.load_id).staging(req.part)
+                    first = (req.load_id, req.part)
+                elif (req.load_id, req.part) != first:
+                    raise Abort(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"batch {req.batch_id}: every request of a LoadBatches call names "
+                        "the load_id and part of the first",
+                    )
                 columns = self._decode_batch(req)
                 try:
-                    rows += load.stage(columns)
+                    staging.add(columns)
                 except PSoupError as exc:
                     raise Abort(
                         grpc.StatusCode.INVALID_ARGUMENT, f"batch {req.batch_id}: {exc}"
                     ) from None
-                batches += 1
-            return pb.LoadBatchesResponse(batches=batches, rows=rows)
+            if staging is None:
+                return pb.LoadBatchesResponse()
+            # Only a call that got to its end stages anything (a cancelled one raised above).
+            replaced = staging.done()
+            return pb.LoadBatchesResponse(
+                batches=staging.batches, rows=staging.rows, replaced=replaced
+            )
 
         return self._unary(context, run)
 
