@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -156,17 +157,25 @@ def _launch_gateway(settings: Mapping[str, str]):
     for key, value in settings.items():
         conf.set(key, value)
     real = java_gateway.Popen
-
-    def popen(cmd, **kwargs):
-        kwargs.pop("preexec_fn", None)
-        kwargs["process_group"] = 0
-        return real(cmd, **kwargs)
-
-    java_gateway.Popen = popen
+    java_gateway.Popen = popen_without_preexec(real)
     try:
         return java_gateway.launch_gateway(conf)
     finally:
         java_gateway.Popen = real
+
+
+def popen_without_preexec(
+    popen: Callable[..., subprocess.Popen],
+) -> Callable[..., subprocess.Popen]:
+    """``popen`` with any ``preexec_fn`` replaced by a process group of the child's own
+    (see ``_launch_gateway``): no Python runs between fork and exec."""
+
+    def launch(cmd, **kwargs) -> subprocess.Popen:
+        kwargs.pop("preexec_fn", None)
+        kwargs["process_group"] = 0
+        return popen(cmd, **kwargs)
+
+    return launch
 
 
 def code_zip() -> Path:
