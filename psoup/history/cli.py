@@ -9,6 +9,7 @@ failed Spark job), 3 the server cannot be reached.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -65,6 +66,11 @@ def _cluster(args: argparse.Namespace) -> int:
     from psoup.history.cluster import LocalCluster
 
     cluster = LocalCluster(args.workers, args.cores, args.memory)
+
+    def terminated(signum, frame) -> None:
+        raise KeyboardInterrupt  # SIGTERM stops the cluster as Ctrl-C does
+
+    signal.signal(signal.SIGTERM, terminated)
     try:
         print(f"starting a Spark master and {args.workers} workers ...", file=sys.stderr)
         cluster.start()

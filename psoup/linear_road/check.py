@@ -18,27 +18,36 @@ conventions the spec leaves implicit:
 * a vehicle is stopped from its 4th consecutive report (30 s apart) at the same
   (xway, lane, pos, dir); an accident is two distinct vehicles stopped at the same place
   in a travel lane (1-3) at the same time; it is in its segment (pos // 5280) from the
-  minute it is detected through the minute one of the vehicles reports elsewhere;
-* a toll alert (and, near an accident, an accident alert naming the nearest accident's
-  segment) answers every report from a segment other than the vehicle's previous
-  report's (its first report included), except from the exit lane (4);
-* the toll notified on entering a segment is assessed when the vehicle reports from
-  another segment; a vehicle that leaves by the exit ramp is not charged for it;
-* the balance as of time tau sums the tolls assessed at times <= tau; the daily
-  expenditure is the historical tolls of (vid, day, xway), duplicates summed (0 when the
-  history has none, and without a history file).
+  minute F the later of them is stopped (its 4th report) through the last minute L in
+  which both were seen stopped there; accidents at one (xway, dir, pos) merge into one
+  interval over the whole run (the validator's); reports in minutes F+1 .. L+1 are
+  alerted;
+* a toll alert answers a vehicle's first report outside the exit lane (4) from each
+  (direction, segment), over the whole run, whatever trip it belongs to (the validator's
+  convention, the default); with ``every_crossing`` (the spec's text) it answers every
+  report from a segment other than the vehicle's previous report's, first report
+  included, except from the exit lane. Near an accident it comes with an accident alert
+  naming the nearest accident's segment;
+* the toll notified at an alert is charged at the vehicle's next alert (on this trip or
+  a later one, or never): leaving by the exit lane charges nothing, and historical tolls
+  are not added;
+* the balance of a vehicle at one of its alerts, at time tau, is bal(tau), the sum of the
+  tolls notified at its alerts before tau; the daily expenditure is the historical tolls
+  of (vid, day, xway), duplicates summed (0 when the history has none, and without a
+  history file).
 
 Judging (``check``), per answer type, like the original validator:
 
 * toll alerts match on the key (time, vid) with the values (lav, toll); accident alerts
   on (time, vid) with seg; daily expenditures on qid with (time, bal);
-* a balance answer (qid, resulttime, bal) is right when its time is the request's and it
-  is one of the candidates: bal is the balance as of resulttime, a time in the 60 s
-  before the request (spec Table 5, t - 60 <= resulttime <= t; a balance exact at the
-  request time reports the request's own time), or resulttime is the time of the
-  vehicle's latest toll notification at or before the request, the original validator's
-  own ResultTime (its expected file uses it even when that is more than 60 s back), with
-  bal the balance as of then and as of some time in the window;
+* a balance answer (qid, resulttime, bal) is right when its time is the request's and
+  (resulttime, bal) is one of the validator's candidates for a request of vehicle v at
+  time t, with A the times of v's toll alerts (``balance_candidates``; the five rules of
+  ../shared/linear-road/README.md): (t, bal(t)) when t is in A and A has an earlier
+  time; (tau, bal(tau)) for tau the time in A before tau0, the latest time in A within
+  (t-30, t], when A has a time earlier than tau; the earliest time in A within
+  (t-60, t]; only when A has none there, the latest time in A at or before t-60; and
+  (t, 0) when v's first alert is at t (or v has had none);
 * the first answer for a key is judged (right or wrong); later ones for the same key, and
   answers for keys with no expected answer, are extra; expected answers with none are
   missing; an answer is late when emit - time exceeds 5 s (10 s for daily expenditure),
@@ -203,9 +212,12 @@ class Answers:
     balances: list[tuple] = field(default_factory=list)  # (2, time, emit, qid, resulttime, bal)
     daily: list[tuple] = field(default_factory=list)  # (3, time, emit, qid, bal)
     assessed: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # vid -> (time, toll)
-    # qid -> (request time, vid, time of the vehicle's latest toll notification or -1).
-    balance_requests: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    # vid -> its toll alerts' times and bal(time), the balance there: two parallel arrays.
+    alerts_of: dict[int, tuple[array, array]] = field(default_factory=dict)
+    # qid -> (request time, vid).
+    balance_requests: dict[int, tuple[int, int]] = field(default_factory=dict)
     reports: int = 0  # position reports read
+    every_crossing: bool = False  # the alert convention the answers follow
 
     @property
     def tolls(self) -> list[tuple]:
@@ -214,27 +226,46 @@ class Answers:
         return [(0, v_, t_, t_, a, b) for t_, v_, a, b in zip(t, v, lav, toll, strict=True)]
 
     def balance_at(self, vid: int, tau: int) -> int:
-        """The vehicle's balance as of time ``tau``. O(its assessments)."""
+        """The sum of the tolls charged to the vehicle at times <= ``tau``. O(its
+        charges)."""
         return sum(a for t, a in self.assessed.get(vid, ()) if t <= tau)
 
+    def balance_candidates(self, t: int, vid: int) -> set[tuple[int, int]]:
+        """The (resulttime, bal) answers the validator accepts for a balance request of
+        ``vid`` at ``t`` (the module docstring's five rules). O(log alerts + 1)."""
+        times, bals = self.alerts_of.get(vid, (array("q"), array("q")))
+        n = bisect.bisect_right(times, t)  # A = times[:n], the alerts at or before t
+        if n == 0:
+            return {(t, 0)}  # no alert yet: nothing was ever charged
+        out: set[tuple[int, int]] = set()
+        if times[n - 1] == t and n > 1:  # 1. t in A, with an earlier time
+            out.add((t, bals[n - 1]))
+        i0 = n - 1  # 2. tau0 = the latest time in A within (t-30, t]
+        if times[i0] > t - 30 and i0 >= 2:
+            out.add((times[i0 - 1], bals[i0 - 1]))
+        first = bisect.bisect_right(times, t - 60, 0, n)  # 3. earliest within (t-60, t]
+        if first < n:
+            out.add((times[first], bals[first]))
+        else:  # 4. none within: the latest at or before t-60
+            out.add((times[n - 1], bals[n - 1]))
+        if times[0] == t:  # 5. the first alert is at t
+            out.add((t, 0))
+        return out
+
+    def balance_answer(self, t: int, vid: int) -> tuple[int, int]:
+        """The answer psoup gives (and the expected file lists): rule 3, else rule 4."""
+        times, bals = self.alerts_of.get(vid, (array("q"), array("q")))
+        n = bisect.bisect_right(times, t)
+        if n == 0:
+            return t, 0
+        first = bisect.bisect_right(times, t - 60, 0, n)
+        i = first if first < n else n - 1
+        return times[i], bals[i]
+
     def balance_accepts(self, qid: int, resulttime: int, bal: int) -> bool:
-        """Whether (resulttime, bal) is one of the candidate answers to request ``qid``
-        (see the module docstring). O(the vehicle's assessments)."""
-        t, vid, notified = self.balance_requests[qid]
-        history = self.assessed.get(vid, [])
-        times = [a for a, _ in history]
-        running = [0]
-        for _, toll in history:
-            running.append(running[-1] + toll)
-
-        def at(tau: int) -> int:
-            return running[bisect.bisect_right(times, tau)]
-
-        start = t - BALANCE_WINDOW
-        if start <= resulttime <= t:
-            return at(resulttime) == bal
-        in_window = {at(start)} | {at(a) for a in times if start < a <= t}
-        return resulttime == notified >= 0 and at(resulttime) == bal and bal in in_window
+        """Whether (resulttime, bal) is one of the candidate answers to request ``qid``."""
+        t, vid = self.balance_requests[qid]
+        return (resulttime, bal) in self.balance_candidates(t, vid)
 
     def write(self, out_dir: Path) -> None:
         """The four answer files, in the validator's formats (no header, emit = time):
@@ -253,13 +284,19 @@ class Answers:
                 f.writelines(",".join(map(str, r)) + "\n" for r in rows)
 
 
-def run(rows: list[list[int]], history: dict[tuple[int, int, int], int]) -> Answers:
+def run(
+    rows: list[list[int]],
+    history: dict[tuple[int, int, int], int],
+    every_crossing: bool = False,
+) -> Answers:
     """All answers for an input (rows of the spec's 15 fields, in time order) and a toll
     history. O(rows) dict steps; the rows are held by the caller (small inputs, tests)."""
-    return _answers(_rows_source(rows), lambda vids: history)
+    return _answers(_rows_source(rows), lambda vids: history, every_crossing)
 
 
-def expected(input_path: Path, history_path: Path | None = None) -> Answers:
+def expected(
+    input_path: Path, history_path: Path | None = None, every_crossing: bool = False
+) -> Answers:
     """All answers for an input file and a historical tolls file (none: empty history).
 
     The input is streamed twice (pyarrow, 32 MB chunks); only the history of the
@@ -270,23 +307,25 @@ def expected(input_path: Path, history_path: Path | None = None) -> Answers:
     def history(vids: set[int]) -> dict[tuple[int, int, int], int]:
         return {} if history_path is None else read_history(history_path, vids)
 
-    return _answers(_file_source(Path(input_path)), history)
+    return _answers(_file_source(Path(input_path)), history, every_crossing)
 
 
-def _answers(source: Source, history: Callable[[set[int]], dict]) -> Answers:
+def _answers(
+    source: Source, history: Callable[[set[int]], dict], every_crossing: bool
+) -> Answers:
     # The passes make millions of small lists that live for a while and hold no cycles:
     # with the cyclic collector on, its full collections triple the time on big inputs.
     enabled = gc.isenabled()
     gc.disable()
     try:
         avgs, cars, accidents = _traffic(source)
-        ans = Answers()
+        ans = Answers(every_crossing=every_crossing)
         daily_requests = _alerts(source, avgs, cars, accidents, ans)
     finally:
         if enabled:
             gc.enable()
-    for qid, (t, vid, _) in ans.balance_requests.items():
-        ans.balances.append((2, t, t, qid, t, ans.balance_at(vid, t)))
+    for qid, (t, vid) in ans.balance_requests.items():
+        ans.balances.append((2, t, t, qid, *ans.balance_answer(t, vid)))
     tolls = history({r[2] for r in daily_requests})
     for t, qid, vid, x, day in daily_requests:
         ans.daily.append((3, t, t, qid, tolls.get((vid, day, x), 0)))
@@ -305,7 +344,7 @@ def _traffic(source: Source) -> tuple[dict, dict, dict]:
     # vid -> its current run of reports at one place:
     # [xway, lane, pos, dir, last report's time, reports, 4th report's time].
     runs: dict[int, list[int]] = {}
-    # (xway, lane, pos, dir) -> (vid, stopped from, stopped until, moved at or None).
+    # (xway, lane, pos, dir) -> (vid, its 4th report's time, its last report's time there).
     stops: dict[tuple[int, int, int, int], list[tuple]] = {}
     last = -1
 
@@ -316,12 +355,11 @@ def _traffic(source: Source) -> tuple[dict, dict, dict]:
             cars[key] = len(per_vehicle)
         speeds.clear()
 
-    def close_run(vid: int, r: list[int], moved: int | None) -> None:
+    def close_run(vid: int, r: list[int]) -> None:
         x, lane, pos, d, t_last, n, t_stop = r
         if n >= 4 and 1 <= lane <= 3:
-            # Stopped while its last 4 reports are here: from the 4th until 29 s after
-            # the last one (Last_1 in the spec's Table 3).
-            stops.setdefault((x, lane, pos, d), []).append((vid, t_stop, t_last + 29, moved))
+            # Stopped here from its 4th report through its last one.
+            stops.setdefault((x, lane, pos, d), []).append((vid, t_stop, t_last))
 
     for chunk in source(_PASS1):
         for typ, t, v, spd, x, lane, d, s, pos in chunk:
@@ -358,30 +396,41 @@ def _traffic(source: Source) -> tuple[dict, dict, dict]:
                     r[6] = t
                 continue
             if r is not None and r[5] >= 4:
-                close_run(v, r, t)
+                close_run(v, r)
             runs[v] = [x, lane, pos, d, t, 1, -1]
     close_minute()
     for v, r in runs.items():
-        close_run(v, r, None)
-    return avgs, cars, _accident_segments(stops, minute(max(last, 0)))
+        close_run(v, r)
+    return avgs, cars, _accident_segments(stops)
 
 
 def _accident_segments(
-    stops: dict[tuple[int, int, int, int], list[tuple]], last_minute: int
+    stops: dict[tuple[int, int, int, int], list[tuple]],
 ) -> dict[tuple[int, int, int], set[int]]:
-    """(minute, xway, dir) -> the segments with an accident during that minute (minutes
-    up to ``last_minute``). O(stops at a place ^ 2), and stops are rare."""
-    out: dict[tuple[int, int, int], set[int]] = {}
+    """(minute, xway, dir) -> the segments with an accident during that minute.
+
+    Two vehicles stopped at one place at once are an accident from the minute F of the
+    later one's 4th report through the last minute L both were seen there; the accidents
+    at one (xway, dir, pos), whatever the lane, merge into one interval from the first F
+    to the last L (the validator's). O(stops at a place ^ 2), and stops are rare.
+    """
+    spans: dict[tuple[int, int, int], tuple[int, int]] = {}  # (xway, dir, pos) -> (F, L)
     for (x, _lane, pos, d), ss in stops.items():
         for a in range(len(ss)):
             for b in range(a + 1, len(ss)):
-                (v1, s1, e1, n1), (v2, s2, e2, n2) = ss[a], ss[b]
-                if v1 == v2 or max(s1, s2) > min(e1, e2):
+                (v1, s1, l1), (v2, s2, l2) = ss[a], ss[b]
+                if v1 == v2 or max(s1, s2) > min(l1, l2) + 29:
+                    continue  # one had left before the other was stopped
+                f, last = minute(max(s1, s2)), minute(min(l1, l2))
+                if last < f:
                     continue
-                moved = [n for n in (n1, n2) if n is not None]
-                end = minute(min(moved)) if moved else last_minute
-                for m in range(minute(max(s1, s2)), min(end, last_minute) + 1):
-                    out.setdefault((m, x, d), set()).add(pos // SEGMENT_FEET)
+                old = spans.get((x, d, pos))
+                spans[(x, d, pos)] = (f, last) if old is None else (
+                    min(old[0], f), max(old[1], last))  # fmt: skip
+    out: dict[tuple[int, int, int], set[int]] = {}
+    for (x, d, pos), (f, last) in spans.items():
+        for m in range(f, last + 1):
+            out.setdefault((m, x, d), set()).add(pos // SEGMENT_FEET)
     return out
 
 
@@ -402,10 +451,13 @@ def _alerts(
         vals = [avgs[k] for mm in range(m - 5, m) if (k := (mm, x, s, d)) in avgs]
         return int(sum(vals) / len(vals)) if vals else -1
 
-    prev_seg: dict[int, int] = {}
-    quoted: dict[int, int] = {}  # vid -> the non-zero toll notified for its segment
-    notified: dict[int, int] = {}  # vid -> time of its latest toll notification
+    every_crossing = ans.every_crossing
+    prev_seg: dict[int, int] = {}  # vid -> its previous report's segment (every_crossing)
+    seen: set[tuple[int, int, int]] = set()  # (vid, dir, seg) alerted once (validator)
+    quoted: dict[int, int] = {}  # vid -> the toll notified at its latest alert
+    balance: dict[int, int] = {}  # vid -> the tolls charged so far
     assessed = ans.assessed
+    alerts_of = ans.alerts_of
     alert_t, alert_v, alert_lav, alert_toll = ans.toll_columns
     pending: list[tuple[int, int, int]] = []  # this second's balance requests
     daily: list[tuple[int, int, int, int, int]] = []
@@ -413,9 +465,9 @@ def _alerts(
     reports = 0
 
     def answer_pending() -> None:
-        # After the whole second: a notification in the request's second counts.
+        # After the whole second: an alert in the request's second counts.
         for t, v, qid in pending:
-            ans.balance_requests[qid] = (t, v, notified.get(v, -1))
+            ans.balance_requests[qid] = (t, v)
         pending.clear()
 
     for chunk in source(_PASS2):
@@ -425,16 +477,27 @@ def _alerts(
                 now = t
             if typ == 0:
                 reports += 1
-                before = prev_seg.get(v)
-                if before == s:
-                    continue
-                prev_seg[v] = s
-                if before is not None:
-                    toll = quoted.pop(v, 0)
-                    if toll:
-                        assessed.setdefault(v, []).append((t, toll))
-                if lane == EXIT:
-                    continue
+                if every_crossing:
+                    before = prev_seg.get(v)
+                    prev_seg[v] = s
+                    if before == s or lane == EXIT:
+                        continue
+                else:
+                    if lane == EXIT or (v, d, s) in seen:
+                        continue
+                    seen.add((v, d, s))
+                # A toll alert: the toll notified at the vehicle's previous alert is
+                # charged now, and the balance there is recorded.
+                charge = quoted.pop(v, 0)
+                bal = balance.get(v, 0) + charge
+                if charge:
+                    balance[v] = bal
+                    assessed.setdefault(v, []).append((t, charge))
+                mine = alerts_of.get(v)
+                if mine is None:
+                    mine = alerts_of[v] = (array("q"), array("q"))
+                mine[0].append(t)
+                mine[1].append(bal)
                 m = t // 60 + 1
                 near = None
                 segs = accidents.get((m - 1, x, d))
@@ -451,7 +514,6 @@ def _alerts(
                 toll = 2 * (n - 50) ** 2 if speed < 40 and n > 50 and near is None else 0
                 if toll:
                     quoted[v] = toll
-                notified[v] = t
                 alert_t.append(t)
                 alert_v.append(v)
                 alert_lav.append(speed)
@@ -659,7 +721,7 @@ def _judge_keyed(
 
 def _judge_balances(ans: Answers, rec: np.ndarray) -> TypeReport:
     """Match on qid; right when the time is the request's and (resulttime, bal) is one
-    of the candidates (Answers.balance_accepts)."""
+    of the validator's candidates (Answers.balance_candidates)."""
     exp = _rows(ans.balances, 6)
     out, judged, match = _start("balance", exp, rec, (3,))
     for i, j in zip(judged.tolist(), match.tolist(), strict=True):
@@ -669,9 +731,10 @@ def _judge_balances(ans: Answers, rec: np.ndarray) -> TypeReport:
         else:
             out.wrong += 1
             if len(out.examples["wrong"]) < EXAMPLES:
+                accepted = sorted(ans.balance_candidates(*ans.balance_requests[qid]))
                 out.examples["wrong"].append(
-                    f"{_show(rec[i])}, expected e.g. {_show(exp[j])} "
-                    f"(bal as of a time in [{exp[j, 1] - BALANCE_WINDOW}, {exp[j, 1]}])"
+                    f"{_show(rec[i])}, expected (resulttime, bal) in "
+                    f"{', '.join(map(str, accepted))}"
                 )
     return out
 
