@@ -18,9 +18,12 @@ from psoup.linear_road.network import REPORT_FIELDS, TollNetwork
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "linear-road" / "sample20"
 
 
-def feed(rows: list[list[int]]) -> tuple[set, set, list]:
-    """Run the network over input rows (spec's 15 fields, type 0 used), second by second."""
-    net = TollNetwork()
+def feed(rows: list[list[int]], every_crossing: bool = False) -> tuple[set, set, list]:
+    """Run the network over input rows (spec's 15 fields, type 0 used), second by second.
+    Returns the toll alerts, accident alerts and charges; ``feed.balances`` keeps the
+    balance rows (vid -> [(time, bal)])."""
+    net = TollNetwork(every_crossing=every_crossing)
+    feed.balances = {}
     rows = sorted(rows, key=lambda r: r[1])  # the input's order: by time, stable
     rep = np.array([r[:9] for r in rows if r[0] == 0], dtype=np.int64).reshape(-1, 9)
     tolls, alerts, assessed = set(), set(), []
@@ -38,15 +41,20 @@ def feed(rows: list[list[int]]) -> tuple[set, set, list]:
         assessed += [
             (int(t), int(v), int(a)) for t, v, a in zip(o["time"], o["vid"], o["toll"], strict=True)
         ]
+        o = out.balances
+        for t, v, b in zip(o["time"], o["vid"], o["bal"], strict=True):
+            feed.balances.setdefault(int(v), []).append((int(t), int(b)))
     return tolls, alerts, sorted(assessed)
 
 
-def agree_with_oracle(rows: list[list[int]]) -> tuple[set, set, list]:
-    tolls, alerts, assessed = feed(rows)
-    ans = run(sorted(rows, key=lambda r: r[1]), {})
+def agree_with_oracle(rows: list[list[int]], every_crossing: bool = False) -> tuple[set, set, list]:
+    tolls, alerts, assessed = feed(rows, every_crossing)
+    ans = run(sorted(rows, key=lambda r: r[1]), {}, every_crossing)
     assert tolls == set(ans.tolls)
     assert alerts == set(ans.accidents)
     assert assessed == sorted((t, v, a) for v, lst in ans.assessed.items() for t, a in lst)
+    oracle_balances = {v: list(zip(*tb, strict=True)) for v, tb in ans.alerts_of.items()}
+    assert feed.balances == oracle_balances
     return tolls, alerts, assessed
 
 
@@ -100,22 +108,43 @@ def _accident(seg: int, minute: int = 2, reports: int = 4) -> list[list[int]]:
 
 @pytest.mark.parametrize("upstream, alerted", [(0, True), (4, True), (5, False)])
 def test_accidents_reach_4_segments_upstream(upstream: int, alerted: bool) -> None:
-    rows = _accident(20) + congestion(60, 10, seg=20 - upstream, minute=4)
+    rows = _accident(20, reports=6) + congestion(60, 10, seg=20 - upstream, minute=4)
     rows += [report(240, 1, 10, 20 - upstream)]
     tolls, alerts, _ = agree_with_oracle(rows)
     assert ((1, 240, 240, 1, 20) in alerts) is alerted
     assert (toll_of(tolls, 1)[1] == 0) is alerted  # an accident nearby suppresses the toll
 
 
-def test_accident_alerts_start_the_minute_after_detection_and_stop_after_clearing() -> None:
+def test_accident_alerts_start_the_minute_after_detection_and_end_at_its_last_minute_plus_1():
     rows = _accident(20, minute=1, reports=8)  # stopped from t=91 (minute 2)
-    rows += [report(240, 501, 50, 21, lane=2)]  # one of them moves at minute 5: cleared
+    rows += [report(240, 501, 50, 21, lane=2)]  # one of them moves at 240: last seen at 210
     rows += [report(100, 1, 50, 19)]  # minute 2 looks at minute 1: nothing yet
     rows += [report(150, 2, 50, 19)]  # minute 3 looks at minute 2: alerted
-    rows += [report(330, 4, 50, 19)]  # minute 6 looks at minute 5: still alerted
-    rows += [report(360, 5, 50, 19)]  # minute 7 looks at minute 6: cleared
+    rows += [report(290, 3, 50, 19)]  # minute 5 looks at minute 4 (the last, L): alerted
+    rows += [report(330, 4, 50, 19)]  # minute 6 looks at minute 5: over (L + 1 = 5)
     _, alerts, _ = agree_with_oracle(sorted(rows, key=lambda r: r[1]))
-    assert {a[3] for a in alerts} == {2, 4}
+    assert {a[3] for a in alerts} == {2, 3}
+
+
+def test_an_accident_whose_vehicles_vanish_ends_with_their_last_report() -> None:
+    rows = _accident(20, minute=1, reports=6)  # last stopped reports at 150 (minute 3)
+    rows += [report(200, 2, 50, 19), report(230, 3, 50, 19), report(250, 4, 50, 19)]
+    _, alerts, _ = agree_with_oracle(sorted(rows, key=lambda r: r[1]))
+    assert {a[3] for a in alerts} == {2, 3}  # minute 4 looks at 3: alerted; 5 at 4: not
+
+
+def test_accidents_at_one_place_merge_in_the_oracle_only() -> None:
+    """The validator merges the accidents at one (dir, seg, pos) into one interval over
+    the whole run, so it alerts between them: at minute 8 because of an accident detected
+    at minute 12. A real-time network cannot know that then; it alerts for each accident
+    in its own interval (the generator never puts two accidents at one place)."""
+    first = _accident(20, minute=1, reports=5)  # minutes 2..3
+    second = [[r[0], r[1] + 600, r[2] + 10, *r[3:]] for r in first]  # the same place later
+    rows = sorted(first + second + [report(420, 7, 50, 19)], key=lambda r: r[1])
+    _, alerts, _ = feed(rows)
+    oracle = set(run(rows, {}).accidents)
+    assert (1, 420, 420, 7, 20) in oracle - alerts
+    assert alerts <= oracle
 
 
 def test_exit_lane_reports_get_no_alert_and_exiting_is_not_charged() -> None:
@@ -126,13 +155,42 @@ def test_exit_lane_reports_get_no_alert_and_exiting_is_not_charged() -> None:
     assert [a for a in assessed if a[1] == 1] == [(95, 1, 50)]  # seg 11's toll never charged
 
 
-def test_reentering_vehicle_and_first_report() -> None:
+@pytest.mark.parametrize("every_crossing, alerted", [(False, [0, 600, 630]), (True, [0, 630])])
+def test_reentering_vehicle_and_first_report(every_crossing: bool, alerted: list[int]) -> None:
     rows = [report(0, 1, 50, 3, lane=0), report(30, 1, 50, 3), report(60, 1, 50, 4, lane=4)]
     rows += [report(600, 1, 50, 4, lane=0), report(630, 1, 50, 5)]  # a later trip
-    tolls, _, _ = agree_with_oracle(rows)
-    # First report (entry ramp) alerted; same segment not; exit lane not; re-entry into
-    # the segment it exited from is not a new segment; the next one is.
-    assert sorted(r[2] for r in tolls if r[1] == 1) == [0, 630]
+    tolls, _, _ = agree_with_oracle(rows, every_crossing)
+    # First report (entry ramp) alerted; same segment not; exit lane not. Re-entering
+    # where it exited: the validator alerts (no non-exit report from segment 4 yet); the
+    # spec's reading does not (the segment did not change).
+    assert sorted(r[2] for r in tolls if r[1] == 1) == alerted
+
+
+@pytest.mark.parametrize("every_crossing", [False, True])
+def test_a_second_trip_through_used_segments(every_crossing: bool) -> None:
+    """The validator alerts (and so charges) once per vehicle, direction and segment for
+    the whole run; a trip's last toll is charged at the next alert, on a later trip."""
+    trip = [report(t, 1, 10, 10 + i) for i, t in enumerate(range(60, 181, 30))]  # segs 10..14
+    exit_ = report(210, 1, 10, 14, lane=4)
+    again = [report(t + 600, 1, 10, 10 + i) for i, t in enumerate(range(60, 241, 30))]  # ..16
+    busy = [r for seg in range(10, 17) for r in congestion(55, 10, seg=seg, minute=1)]
+    busy += [
+        r
+        for seg in range(10, 17)
+        for m in (2, 3, 11, 12, 13, 14)
+        for r in congestion(55, 10, seg=seg, minute=m)
+    ]
+    tolls, _, assessed = agree_with_oracle(busy + trip + [exit_] + again, every_crossing)
+    mine = sorted(r[2] for r in tolls if r[1] == 1)
+    if every_crossing:
+        assert mine == [60, 90, 120, 150, 180, 660, 690, 720, 750, 780, 810, 840]
+    else:
+        assert mine == [60, 90, 120, 150, 180, 810, 840]  # only segments 15 and 16 again
+    charged = [a for a in assessed if a[1] == 1]
+    # Charged at each later alert; the toll of seg 14 (the trip's last) at the next trip's
+    # first alert, not when exiting.
+    assert [a[0] for a in charged] == mine[1 : len(charged) + 1]
+    assert 210 not in [a[0] for a in charged]
 
 
 @pytest.mark.skipif(not SAMPLE.exists(), reason="no Linear Road sample")

@@ -310,9 +310,7 @@ def expected(
     return _answers(_file_source(Path(input_path)), history, every_crossing)
 
 
-def _answers(
-    source: Source, history: Callable[[set[int]], dict], every_crossing: bool
-) -> Answers:
+def _answers(source: Source, history: Callable[[set[int]], dict], every_crossing: bool) -> Answers:
     # The passes make millions of small lists that live for a while and hold no cycles:
     # with the cyclic collector on, its full collections triple the time on big inputs.
     enabled = gc.isenabled()

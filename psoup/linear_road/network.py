@@ -15,10 +15,16 @@ checked against):
   accident that is in its segment during minute m-1;
 * a vehicle is stopped at its 4th consecutive report (30 s apart) from the same
   (xway, lane, pos, dir); two stopped at one travel-lane place make an accident, in its
-  segment from the detection minute through the minute one of them moves;
-* a report from a segment other than the vehicle's previous report's (first report
-  included), outside the exit lane, gets a toll notification and, near an accident, an
-  accident alert; the previous segment's notified toll is assessed at that report.
+  segment from the minute the later is stopped through the last minute both were seen
+  there;
+* a toll notification answers a vehicle's first report outside the exit lane from each
+  (direction, segment) over the whole run (the validator's convention); with
+  ``every_crossing`` (the spec's text) every report from a segment other than the
+  vehicle's previous report's (first report included) outside the exit lane. Near an
+  accident it comes with an accident alert;
+* at a notification the toll notified at the vehicle's previous one is charged (a
+  toll assessment) and the vehicle's balance there is recorded (a balance row): a trip's
+  last toll is charged at the next notification, on a later trip, or never.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ TOLL_FREE_VEHICLES = 50
 TOLL_FREE_SPEED = 40
 ACCIDENT_REACH = 5  # segments downstream (including the segment itself) that suppress tolls
 REPORT_FIELDS = ("time", "vid", "spd", "xway", "lane", "dir", "seg", "pos")
+_SEEN_BYTES = (2 * SEGMENTS + 7) // 8
 
 
 @dataclass
@@ -46,21 +53,28 @@ class Outputs:
     tolls: dict[str, np.ndarray] = field(default_factory=dict)  # time vid xway dir seg lav toll
     alerts: dict[str, np.ndarray] = field(default_factory=dict)  # time vid xway dir seg
     assessments: dict[str, np.ndarray] = field(default_factory=dict)  # time vid xway toll
+    balances: dict[str, np.ndarray] = field(default_factory=dict)  # time vid bal
 
 
 @dataclass
 class _Accident:
     place: tuple[int, int, int, int]  # xway, lane, pos, dir
     vids: tuple[int, int]
+    slots: tuple[int, int]
     first_minute: int
-    last_minute: int | None = None  # set when one of the vehicles moves
+    left: dict[int, int] = field(default_factory=dict)  # vid -> its last report here, once gone
+
+    @property
+    def ongoing(self) -> bool:
+        return not self.left
 
 
 class TollNetwork:
     """Consumes position reports in time order; produces the derived rows."""
 
-    def __init__(self, xways: int = 1):
+    def __init__(self, xways: int = 1, every_crossing: bool = False):
         self.xways = xways
+        self.every_crossing = every_crossing
         self._keys = xways * 2 * SEGMENTS
         # Per vehicle slot (grown on demand); vid -> slot is a direct array for small vids.
         self._slot_of = np.full(0, -1, dtype=np.int64)
@@ -70,8 +84,11 @@ class TollNetwork:
         self._last_place = np.empty((cap, 4), dtype=np.int64)  # xway, lane, pos, dir
         self._last_time = np.empty(cap, dtype=np.int64)
         self._same = np.empty(cap, dtype=np.int64)  # consecutive reports at last place
-        self._quoted = np.empty(cap, dtype=np.int64)  # toll notified for current segment
+        self._quoted = np.empty(cap, dtype=np.int64)  # toll notified at the latest alert
         self._quoted_xway = np.empty(cap, dtype=np.int64)
+        self._balance = np.empty(cap, dtype=np.int64)  # tolls charged so far
+        # Bit dir * SEGMENTS + seg: the vehicle was alerted in that (direction, segment).
+        self._seen = np.empty((cap, _SEEN_BYTES), dtype=np.uint8)
         # Per minute: sums for the open minute, finished averages and counts for older ones.
         self._minute = 0
         self._veh_key: list[np.ndarray] = []  # (segment key * big + slot) per report, open minute
@@ -117,6 +134,8 @@ class TollNetwork:
         self._same = extend(self._same, 0)
         self._quoted = extend(self._quoted, 0)
         self._quoted_xway = extend(self._quoted_xway, 0)
+        self._balance = extend(self._balance, 0)
+        self._seen = extend(self._seen, 0)
 
     # -- minutes ------------------------------------------------------------------------
     def _key(self, xway: np.ndarray, direction: np.ndarray, seg: np.ndarray) -> np.ndarray:
@@ -158,19 +177,34 @@ class TollNetwork:
 
     # -- accidents ----------------------------------------------------------------------
     def _accident_keys(self, m: int) -> np.ndarray:
-        """Segment keys with an accident in them during minute ``m`` (sorted)."""
-        keys = [
-            (a.place[0] * 2 + a.place[3]) * SEGMENTS + a.place[2] // SEGMENT_FEET
-            for a in self._accidents
-            if a.first_minute <= m and (a.last_minute is None or m <= a.last_minute)
-        ]
+        """Segment keys with an accident in them during minute ``m`` (sorted).
+
+        An accident lasts from its first minute through the last minute both vehicles
+        were seen at the place (a vehicle still there: its latest report), exact for every
+        minute before the current one. (The validator also merges the accidents at one
+        place into one interval over the whole run, which needs the future; accidents
+        at one place are each their own here.) O(accidents).
+        """
+        keys = []
+        for a in self._accidents:
+            seen = (
+                a.left.get(v, int(self._last_time[s])) for v, s in zip(a.vids, a.slots, strict=True)
+            )
+            if a.first_minute <= m <= min(seen) // 60 + 1:
+                x, _lane, pos, d = a.place
+                keys.append((x * 2 + d) * SEGMENTS + pos // SEGMENT_FEET)
         return np.unique(np.array(keys, dtype=np.int64))
 
-    def _update_stops(self, t: int, vids, before, place, moved, now_stopped) -> None:
+    def _ongoing(self, a: _Accident, t: int) -> bool:
+        """Both vehicles still there: neither left, nor missed a report (vanished)."""
+        return a.ongoing and all(self._last_time[s] >= t - REPORT_EVERY for s in a.slots)
+
+    def _update_stops(self, t, vids, slots, before, before_time, place, moved, now_stopped):
         """Rare: vehicles that just stopped or just left a stop. O(such vehicles)."""
         m = t // 60 + 1
         for i in np.flatnonzero(moved).tolist():
-            # A stopped vehicle reports elsewhere: it leaves its place; its accident clears.
+            # A stopped vehicle reports elsewhere: it leaves its place; its accident ends
+            # with its last report there.
             v = int(vids[i])
             old = tuple(before[i].tolist())
             ids = self._stopped.get(old)
@@ -179,8 +213,8 @@ class TollNetwork:
                 if not ids:
                     del self._stopped[old]
             for a in self._accidents:
-                if a.last_minute is None and a.place == old and v in a.vids:
-                    a.last_minute = m
+                if a.ongoing and a.place == old and v in a.vids:
+                    a.left[v] = int(before_time[i])
         for i in np.flatnonzero(now_stopped).tolist():
             v = int(vids[i])
             p = tuple(place[i].tolist())
@@ -189,8 +223,10 @@ class TollNetwork:
                 continue
             if 1 <= p[1] <= 3:
                 for other in ids:
-                    if not any(a.last_minute is None and a.place == p for a in self._accidents):
-                        self._accidents.append(_Accident(p, (other, v), m))
+                    if not any(self._ongoing(a, t) and a.place == p for a in self._accidents):
+                        pair = (other, v)
+                        slots_of = (int(self._slot_of[other]), int(slots[i]))
+                        self._accidents.append(_Accident(p, pair, slots_of, m))
                         break
             ids.add(v)
 
@@ -234,25 +270,40 @@ class TollNetwork:
         now_stopped = (self._same[slots] == STOP_REPORTS) & same
         moved = was_stopped & ~same
         if moved.any() or now_stopped.any():
-            before = self._last_place[slots]
-            self._update_stops(t, vids, before, place, moved, now_stopped)
+            before, before_time = self._last_place[slots], self._last_time[slots]
+            self._update_stops(t, vids, slots, before, before_time, place, moved, now_stopped)
         self._last_place[slots] = place
         self._last_time[slots] = t
 
-        # Segment changes: assessments of the segment left, notifications of the new one.
-        prev = self._last_seg[slots]
-        changed = prev != c["seg"]
-        self._last_seg[slots] = c["seg"]
-        left = np.flatnonzero(changed & (prev >= 0) & (self._quoted[slots] > 0))
-        assessed = {
-            "time": np.full(len(left), t, dtype=np.int64),
-            "vid": vids[left],
-            "xway": self._quoted_xway[slots[left]],
-            "toll": self._quoted[slots[left]],
-        }
-        self._quoted[slots[changed]] = 0
-        entering = np.flatnonzero(changed & (c["lane"] != EXIT_LANE))
-        out = Outputs(assessments=assessed)
+        # Toll notifications: which reports get one (the convention), the charges there.
+        lane_ok = c["lane"] != EXIT_LANE
+        if self.every_crossing:
+            changed = self._last_seg[slots] != c["seg"]
+            self._last_seg[slots] = c["seg"]
+            entering = np.flatnonzero(changed & lane_ok)
+        else:
+            bit = c["dir"] * SEGMENTS + c["seg"]
+            byte, mask = bit >> 3, (1 << (bit & 7)).astype(np.uint8)
+            fresh = (self._seen[slots, byte] & mask) == 0
+            entering = np.flatnonzero(fresh & lane_ok)
+            self._seen[slots[entering], byte[entering]] |= mask[entering]
+        e_slots = slots[entering]
+        charge = self._quoted[e_slots]
+        self._balance[e_slots] += charge
+        paid = np.flatnonzero(charge > 0)
+        out = Outputs(
+            assessments={
+                "time": np.full(len(paid), t, dtype=np.int64),
+                "vid": vids[entering][paid],
+                "xway": self._quoted_xway[e_slots[paid]],
+                "toll": charge[paid],
+            },
+            balances={
+                "time": np.full(len(entering), t, dtype=np.int64),
+                "vid": vids[entering],
+                "bal": self._balance[e_slots],
+            },
+        )
         if not len(entering):
             out.tolls = _empty(("time", "vid", "xway", "dir", "seg", "lav", "toll"))
             out.alerts = _empty(("time", "vid", "xway", "dir", "seg"))
@@ -279,7 +330,6 @@ class TollNetwork:
             2 * (n - TOLL_FREE_VEHICLES) ** 2,
             0,
         ).astype(np.int64)
-        e_slots = slots[entering]
         self._quoted[e_slots] = toll
         self._quoted_xway[e_slots] = e_x
         out.tolls = {
@@ -327,8 +377,9 @@ def _merge(parts: list[Outputs]) -> Outputs:
         tolls=_empty(("time", "vid", "xway", "dir", "seg", "lav", "toll")),
         alerts=_empty(("time", "vid", "xway", "dir", "seg")),
         assessments=_empty(("time", "vid", "xway", "toll")),
+        balances=_empty(("time", "vid", "bal")),
     )
-    for name in ("tolls", "alerts", "assessments"):
+    for name in ("tolls", "alerts", "assessments", "balances"):
         pieces = [getattr(p, name) for p in parts if len(next(iter(getattr(p, name).values())))]
         if pieces:
             setattr(out, name, {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]})
