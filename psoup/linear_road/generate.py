@@ -16,7 +16,9 @@ of the public re-implementation that made ../shared/linear-road/sample20
   reports in 3 hours; trip lengths ~ N(50, 20) clipped to the road, 37% more): uniform
   over the segments at least 2 downstream, except that 80% of the trips entering upstream
   of downtown (the middle third) exit downtown. 10% of the vehicles that leave come back
-  1,000-1,999 s later under the same id for a new trip;
+  1,000-1,999 s later under the same id for a new trip, half of them entering where they
+  left (their exit segment, the same direction), so repeat trips re-enter a segment they
+  just exited from and cross segments they used before;
 * movement: every vehicle reports every 30 s from its entry second on (so each second holds
   about 1/30 of the active vehicles) and then moves pos += spd x 44 ft (spd mph for 30 s);
   first report lane 0 at 10 mph at the start of its entry segment, lane 0 while in that
@@ -84,6 +86,10 @@ CONGESTION_STEP = 15
 CONGESTION_MPH = 10
 LANE_CHANGE = 0.4
 REENTER, REENTER_GAP = 0.10, (1_000, 2_000)
+# Of the returning vehicles, the share that enters where it left (its exit segment, the
+# same direction): the first report there is a toll alert under the validator's
+# convention, though the segment is the one of its previous report.
+REENTER_WHERE_LEFT = 0.5
 BALANCE_P, DAILY_P = 0.005, 0.001  # per position report
 HISTORY_DAYS = 69
 HISTORY_TOLLS = (10, 100)
@@ -180,7 +186,8 @@ class _Road:
         self.rng = np.random.default_rng(road_seq)
         self.phases = [np.empty((STATE, 0), dtype=np.int64) for _ in range(REPORT_EVERY)]
         self.occupancy = np.zeros(xways * 2 * SEGMENTS, dtype=np.int64)  # by _key
-        self.reentries: dict[int, list[np.ndarray]] = {}  # time -> [[vid...], [xway...]]
+        # time -> [[vid...], [xway...], [dir...], [exit segment...]] of returning vehicles
+        self.reentries: dict[int, list[np.ndarray]] = {}
         self.xway_of: list[np.ndarray] = []  # of the new vehicles, in id order
         self.next_vid = 0
         self.next_qid = 0
@@ -201,14 +208,24 @@ class _Road:
         xw = [np.repeat(np.arange(self.xways), counts)]
         self.next_vid += n_new
         self.xway_of.append(xw[0])
+        last_dir, last_exit = [np.full(n_new, -1)], [np.full(n_new, -1)]
         for back in self.reentries.pop(t, []):
             vids.append(back[0])
             xw.append(back[1])
+            last_dir.append(back[2])
+            last_exit.append(back[3])
         vid, xway = np.concatenate(vids), np.concatenate(xw)
         n = len(vid)
         self.trips += n
         direction = self.rng.integers(0, 2, n)
         entry = self.rng.integers(0, SEGMENTS - ROUTE_BUFFER, n) + direction * ROUTE_BUFFER
+        if n > n_new:  # some come back: half of them where they left, if a trip fits there
+            ld, le = np.concatenate(last_dir), np.concatenate(last_exit)
+            up = np.where(ld == 0, le, SEGMENTS - 1 - le)
+            same = (ld >= 0) & (up < SEGMENTS - ROUTE_BUFFER)
+            same &= self.rng.random(n) < REENTER_WHERE_LEFT
+            direction = np.where(same, ld, direction)
+            entry = np.where(same, le, entry)
         cars = np.zeros((STATE, n), dtype=np.int64)
         cars[VID], cars[XWAY], cars[DIR] = vid, xway, direction
         cars[EXIT] = self._exit_segments(direction, entry)
@@ -238,7 +255,7 @@ class _Road:
         back = gone[:, self.rng.random(gone.shape[1]) < REENTER]
         when = t + self.rng.integers(*REENTER_GAP, size=back.shape[1])
         for w in np.unique(when[when < self.duration]).tolist():
-            self.reentries.setdefault(w, []).append(back[[VID, XWAY]][:, when == w])
+            self.reentries.setdefault(w, []).append(back[[VID, XWAY, DIR, EXIT]][:, when == w])
 
     # -- one second ------------------------------------------------------------------
     def second(self, t: int) -> np.ndarray:
