@@ -1,7 +1,8 @@
 """A Linear Road vehicle as a disconnected psoup client.
 
-It registers its standing queries once (its toll notifications, its accident alerts, its
-balance), keeps the handles, and invokes them when its driver asks; a daily expenditure
+It registers each of its standing queries the first time it is needed (its toll
+notifications, its accident alerts, its balance), keeps the handles, and invokes them
+when its driver asks; a daily expenditure
 query over the hydrated ``toll_history`` is registered the first time that (xway, day)
 is asked about. All calls go over gRPC through ``PSoupClient``.
 """
@@ -26,27 +27,36 @@ class Vehicle:
         self._lock = threading.Lock()
 
     def connect(self) -> None:
-        """Register the vehicle's standing queries (once)."""
+        """Register all of the vehicle's standing queries (once)."""
+        for name in VEHICLE_QUERIES:
+            self._handle(name)
+
+    def _handle(self, name: str) -> str:
+        """The handle of one standing query, registered the first time it is needed."""
         with self._lock:
-            for name, text in VEHICLE_QUERIES.items():
-                if name not in self.handles:
-                    self.handles[name] = self.client.register(text, {"v": self.vid})
+            h = self.handles.get(name)
+            if h is None:
+                text, params = VEHICLE_QUERIES[name], {"v": self.vid}
+                h = self.handles[name] = self.client.register(text, params)
+            return h
 
     def tolls(self) -> Result:
         """Its toll notifications of the last 30 s."""
-        self.connect()
-        return self.client.invoke(self.handles["tolls"])
+        return self.client.invoke(self._handle("tolls"))
 
     def accidents(self) -> Result:
         """Its accident alerts of the last 30 s."""
-        self.connect()
-        return self.client.invoke(self.handles["accidents"])
+        return self.client.invoke(self._handle("accidents"))
 
-    def balance(self) -> tuple[int, int | None]:
-        """(balance, the time it is exact as of: NOW of the assessments stream)."""
-        self.connect()
-        res = self.client.invoke(self.handles["balance"])
-        return int(res.rows[0][0] or 0), res.now
+    def balance(self, t: int) -> tuple[int, int]:
+        """(resulttime, balance) for a request at ``t``: the balance at its earliest toll
+        notification within (t - 60, t], else at its latest one at or before t - 60, else
+        (t, 0) before any (the original validator's rules; ResultTime is when the balance
+        was last updated). One invoke, two when nothing is within the 60 s."""
+        row = self.client.invoke(self._handle("balance"), now=t).rows[0]
+        if row[0] is None:
+            row = self.client.invoke(self._handle("balance_before"), now=t).rows[0]
+        return (t, 0) if row[0] is None else (int(row[0]), int(row[1]))
 
     def daily_expenditure(self, xway: int, day: int) -> int:
         """Its tolls on ``xway`` on ``day`` (1 = yesterday .. 69) from the toll history."""

@@ -26,7 +26,7 @@ def run(out: Path, input_path: Path, history: Path | None, quick: bool = False) 
     rows, best = [], None
     answers = check.expected(input_path, history)  # computed once for every speed-up
     for k in SPEEDUPS[:2] if quick else SPEEDUPS:
-        with tempfile.TemporaryDirectory() as tmp, ServerProcess(*driver.SERVER_ARGS) as srv:
+        with tempfile.TemporaryDirectory() as tmp, ServerProcess(*driver.server_args()) as srv:
             if history is not None:
                 driver.hydrate_history(history, srv.target, Path(tmp))
             cpu0 = srv.cpu_seconds()  # the replay's share only, not the hydration

@@ -15,6 +15,7 @@ L = N x K passes when every answer is right and on time at full duration (spec 3
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -36,10 +37,14 @@ def run(
     seed: int = 7,
     work: Path | None = None,
     profile: bool = False,
+    stress: bool = False,
 ) -> int:
     """Generate, hydrate, drive, check; print the result and write BENCHMARKS.md's
-    linear-road-scale section and its plot. Returns 0 when every answer is right and on
-    time, else 1."""
+    linear-road-scale section (``-stress`` with ``stress``: a busy loop on another core
+    through the replay) and its plot. Returns 0 when every answer is right and on time,
+    else 1."""
+    section = "linear-road-scale" + ("-stress" if stress else "")
+    plot_name = PLOT if not stress else "linear_road_scale_stress.png"
     with tempfile.TemporaryDirectory(prefix="psoup-lr-bench-") as tmp:
         root = Path(work) if work else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
@@ -51,14 +56,17 @@ def run(
         )
         gen_s = time.perf_counter() - start
         print("\n".join(gen.lines()))
-        with ServerProcess(*driver.SERVER_ARGS) as srv:
+        with ServerProcess(*driver.server_args()) as srv:
             start = time.perf_counter()
             driver.hydrate_history(history_path, srv.target, root)
             hydrate_s = time.perf_counter() - start
+            spark_peak = driver.children_peak_rss("spark (hydration)")
             cpu0 = srv.cpu_seconds()
-            summary = driver.run(input_path, None, answers, speedup, server=srv.target)
+            with machine.busy_loop() if stress else contextlib.nullcontext():
+                summary = driver.run(input_path, None, answers, speedup, server=srv.target)
             cpu = srv.cpu_seconds() - cpu0
             peak = srv.peak_rss_bytes()
+        summary.peak_rss = {**summary.peak_rss, "server": peak, **spark_peak}
         print(summary.table())
         start = time.perf_counter()
         verdict = check.check(input_path, history_path, answers)
@@ -66,11 +74,10 @@ def run(
         print(verdict.table())
         if not verdict.ok:
             print(verdict.problems())
-        shutil.copyfile(answers / "response_times.png", out / PLOT)
+        shutil.copyfile(answers / "response_times.png", out / plot_name)
         prof = None
         if profile:
-            data = driver.load_input(input_path)
-            prof = lr_profile.profile(data[data[:, 1] < PROFILE_SECONDS])
+            prof = lr_profile.profile(driver.read_until(input_path, PROFILE_SECONDS))
     ok = verdict.ok and not summary.missed
     rows = []
     for kind, r in summary.rows.items():
@@ -81,8 +88,10 @@ def run(
     headers = ["answer", "expected", "received", "wrong", "missing", "extra", "late", "max s",
                "p99 s"]  # fmt: skip
     lvalue = xways * speedup
-    command = f"psoup bench linear-road --xways {xways} --speedup {speedup:g}" + (
-        f" --duration {duration}" if duration != generate.RUSH_HOUR else ""
+    command = (
+        f"psoup bench linear-road --xways {xways} --speedup {speedup:g}"
+        + (f" --duration {duration}" if duration != generate.RUSH_HOUR else "")
+        + (" --stress" if stress else "")
     )
     facts = [
         f"Machine: {machine.describe()}.",
@@ -95,11 +104,33 @@ def run(
         report.markdown_table(headers, rows),
         "",
         f"Server: {1e6 * cpu / max(gen.reports, 1):.1f} µs CPU per position report over the "
-        f"replay, peak RSS {peak / 2**30:.2f} GB. Generation {gen_s:.0f} s, hydration of "
-        f"{gen.history_rows:,} history rows {hydrate_s:.0f} s, check {check_s:.0f} s. "
-        "Response times in simulated seconds (deadlines 5 s; 10 s for daily expenditure).",
+        f"replay. Peak RSS: "
+        + ", ".join(f"{k} {v / 2**30:.2f} GB" for k, v in summary.peak_rss.items())
+        + f" (the driver's includes generating the input). Generation {gen_s:.0f} s, "
+        f"hydration of {gen.history_rows:,} history rows {hydrate_s:.0f} s, check "
+        f"{check_s:.0f} s. Response times in simulated seconds (deadlines 5 s; 10 s for "
+        "daily expenditure)."
+        + (" A busy loop ran on the other core through the replay (`--stress`)." if stress else ""),
         "",
-        f"![response times]({PLOT})",
+        "The ten slowest simulated seconds (slowest answer; the server's largest queue and "
+        "CPU share while it was answered; how late the driver sent that second's batch):",
+        "",
+        report.markdown_table(
+            ["second", "response s", "answer", "queue", "server CPU", "sent late ms"],
+            [
+                [
+                    int(w["second"]),
+                    int(w["response"]),
+                    w["kind"],
+                    int(w["queue"]),
+                    f"{w['cpu']:.0%}",
+                    round(w["lag_ms"]),
+                ]
+                for w in summary.slowest
+            ],
+        ),
+        "",
+        f"![response times]({plot_name})",
     ]
     if prof is not None:
         comp, n, secs = prof
@@ -115,5 +146,5 @@ def run(
     md = [f"## Linear Road L-rating (`{command}`)", "", *facts]
     print("\n" + report.table(headers, rows))
     print(f"\nL = {lvalue:g}: {'PASSED' if ok else 'FAILED'}")
-    report.write_section(out / "BENCHMARKS.md", "linear-road-scale", "\n".join(md))
+    report.write_section(out / "BENCHMARKS.md", section, "\n".join(md))
     return 0 if ok else 1

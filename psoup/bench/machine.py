@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
+import subprocess
+import sys
+from collections.abc import Iterator
 
 
 def describe() -> str:
@@ -31,3 +35,15 @@ def describe() -> str:
         f"{cpu}, {cores} cores{mem}, {platform.system()} {platform.release()}, "
         f"Python {platform.python_version()}, numpy {np.__version__}"
     )
+
+
+@contextlib.contextmanager
+def busy_loop() -> Iterator[subprocess.Popen]:
+    """A CPU hog for the block: a child process spinning in a loop (one core's worth),
+    ended when the block ends. For benchmarks that must hold up on a busy machine."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()

@@ -585,20 +585,39 @@ class CheckReport:
         return "\n".join(lines)
 
 
+CONVENTION_FILE = "convention"  # the driver writes its run's convention there
+
+
+def run_convention(out_dir: Path) -> bool | None:
+    """Whether the run whose answers are in ``out_dir`` alerted at every crossing, as its
+    ``convention`` file says; None when there is none. Raises ValueError for another."""
+    path = Path(out_dir) / CONVENTION_FILE
+    if not path.exists():
+        return None
+    text = path.read_text().strip()
+    if text not in ("validator", "every-crossing"):
+        raise ValueError(f"{path}: unknown convention {text!r}")
+    return text == "every-crossing"
+
+
 def check(
     input_path: Path,
     history_path: Path | None,
     out_dir: Path,
     answers: Answers | None = None,
+    every_crossing: bool | None = None,
 ) -> CheckReport:
     """Judge the answer files in ``out_dir`` against the expected answers of the input
     (computed unless ``answers`` gives them; no history: an empty one). A missing answer
-    file counts as no answers.
+    file counts as no answers. The toll-alert convention is ``every_crossing`` if given,
+    else the run's own (``out_dir/convention``), else the validator's.
     O(reports) for the expected answers plus O(n log n) per answer file."""
     if not Path(out_dir).is_dir():
         raise FileNotFoundError(f"no answers directory {out_dir}")
     start = _time.perf_counter()
-    ans = answers if answers is not None else expected(input_path, history_path)
+    if every_crossing is None:
+        every_crossing = bool(run_convention(out_dir))
+    ans = answers if answers is not None else expected(input_path, history_path, every_crossing)
     report = CheckReport(types={}, reports=ans.reports)
     received = {}
     for kind, name in FILES.items():
@@ -742,7 +761,7 @@ def cli_main(args) -> int:
     """``psoup linear-road check``: print the table and the first problems; 0 when every
     answer is right and on time, else 1."""
     try:
-        report = check(args.input, args.history, args.out)
+        report = check(args.input, args.history, args.out, every_crossing=args.every_crossing)
     except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -5,47 +5,58 @@ One Ingest stream carries each simulated second's position reports as one column
 batch (no per-tuple calls). The server's toll network derives toll notifications and
 accident alerts; the driver's alert service receives them through two subscriptions. Each
 type-2 / type-3 request is answered by that vehicle's client (clients/vehicle.py)
-invoking its standing query, after the second's reports are acknowledged, so a balance
-is exact as of the request's own time. ``emit`` is the simulated second at which an answer
-was produced: wall time since the replay started x the speed-up.
+invoking its standing queries, after the second's reports are acknowledged; a balance is
+reported with the time it was last updated (a toll notification of the vehicle, by the
+original validator's rules: see clients/vehicle.py). ``emit`` is the simulated second at
+which an answer was produced: wall time since the replay started x the speed-up. The
+toll-alert convention of the run is written next to the answers (``convention``), so
+``psoup linear-road check`` judges by the same one.
 """
 
 from __future__ import annotations
 
-import csv
 import queue
+import resource
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from clients.errors import PSoupRpcError
 from clients.psoup_client import PSoupClient
 from clients.vehicle import Vehicle
-from psoup.linear_road.check import DEADLINES, FILES
+from psoup.linear_road.check import CONVENTION_FILE, DEADLINES, FILES
 from psoup.linear_road.network import REPORT_FIELDS
 from psoup.linear_road.streams import ALL_ALERTS, ALL_TOLLS
+from psoup.progress import progress_bar
 
 # How the driver (and the benchmarks) start their server. Without authentication every
 # vehicle is the same client to the server, and a 3-hour expressway has ~370,000
 # vehicles with 3 standing queries each for those that ask: the default limit of 100,000
 # queries per client stopped the first full-duration run.
-SERVER_ARGS = ("--linear-road", "--max-queries-per-client", "10000000")
+SERVER_ARGS = ("--max-queries-per-client", "10000000")
+
+
+def server_args(convention: str = "validator") -> tuple[str, ...]:
+    """The arguments of the ``psoup serve`` the driver starts for a convention."""
+    return ("--linear-road", convention, *SERVER_ARGS)
 
 
 @dataclass
 class Summary:
-    """Per answer type: count, max and p99 response (simulated s), answers over deadline."""
+    """Per answer type: count, max and p99 response (simulated s), answers over deadline;
+    the ten slowest simulated seconds; every process's peak resident memory."""
 
     rows: dict[str, dict[str, float]] = field(default_factory=dict)
     seconds: float = 0.0
     speedup: float = 1.0
     failed: list[str] = field(default_factory=list)  # requests the server refused
+    slowest: list[dict[str, float]] = field(default_factory=list)  # see Replay.slowest
+    peak_rss: dict[str, int] = field(default_factory=dict)  # process -> bytes
 
     @property
     def missed(self) -> int:
@@ -59,41 +70,183 @@ class Summary:
             lines.append(f"{kind:<10} {count:>8} {r['max']:>7.1f} {r['p99']:>7.1f} {late:>6}")
         if self.failed:
             lines.append(f"{len(self.failed)} requests failed, first: {self.failed[0]}")
+        if self.slowest:
+            lines.append("slowest simulated seconds (response; server queue; send lag):")
+            for w in self.slowest:
+                lines.append(
+                    f"  t={int(w['second']):>6}  {int(w['response']):>3} s ({w['kind']})"
+                    f"  queue {int(w['queue']):>3} batches  server CPU {w['cpu']:>4.0%}"
+                    f"  batch sent {w['lag_ms']:>6.0f} ms late"
+                )
+        if self.peak_rss:
+            peaks = ", ".join(f"{k} {v / 2**30:.2f} GB" for k, v in self.peak_rss.items())
+            lines.append(f"peak RSS: {peaks}")
         return "\n".join(lines)
 
 
-def load_input(path: Path) -> np.ndarray:
-    """The input file as an int64 array of the spec's 15 fields per row."""
-    return np.loadtxt(path, delimiter=",", dtype=np.int64, ndmin=2)
+def _last_time(path: Path) -> int:
+    """The time field of the input's last line (the file is in time order). O(1)."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        f.seek(max(0, f.tell() - 4096))
+        lines = [ln for ln in f.read().splitlines() if ln.strip()]
+    return int(lines[-1].split(b",")[1]) if lines else 0
 
 
-class _Answers:
-    """Collected answers with their emit times; thread-safe."""
+def read_seconds(path: Path) -> Iterator[tuple[int, np.ndarray]]:
+    """(t, rows of second t as an int64 array of the 15 fields) for t = 0 .. last, empty
+    seconds included; the file is streamed with pyarrow in 16 MB blocks, so memory stays
+    at a block whatever the file's size. Raises ValueError on a line that is not 15
+    integers or a time out of order."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
 
-    def __init__(self) -> None:
-        self.rows: dict[str, list[tuple]] = {k: [] for k in FILES}
+    names = [f"f{i}" for i in range(15)]
+    try:
+        reader = pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(column_names=names, block_size=16 << 20),
+            convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.int64())),
+        )
+    except pa.ArrowInvalid as err:
+        raise ValueError(f"{path}: not 15 integers per line: {err}") from None
+    t = 0
+    carry = np.empty((0, 15), dtype=np.int64)
+    while True:
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            break
+        except pa.ArrowInvalid as err:
+            raise ValueError(f"{path}: not 15 integers per line: {err}") from None
+        block = np.column_stack([c.to_numpy() for c in batch.columns]).astype(np.int64)
+        rows = np.concatenate((carry, block)) if len(carry) else block
+        times = rows[:, 1]
+        if len(times) and (np.diff(times) < 0).any():
+            raise ValueError(f"{path}: the input is not in time order")
+        done = int(times[-1]) if len(times) else t  # the last second may go on
+        starts = np.searchsorted(times, np.arange(t, done + 1))
+        for s in range(t, done):
+            yield s, rows[starts[s - t] : starts[s - t + 1]]
+        carry, t = rows[starts[done - t] :], done
+    yield t, carry
+
+
+def read_until(path: Path, seconds: int) -> np.ndarray:
+    """The rows of the input's first ``seconds`` simulated seconds (streamed)."""
+    parts = []
+    for s, rows in read_seconds(path):
+        if s >= seconds:
+            break
+        parts.append(rows)
+    return np.concatenate(parts) if parts else np.empty((0, 15), dtype=np.int64)
+
+
+class _AnswerFiles:
+    """Answers written to their files as they arrive (emit order), with only their
+    times and responses kept, as compact numpy columns: memory O(answers x 8 bytes), not
+    the rows. Thread-safe."""
+
+    def __init__(self, out_dir: Path) -> None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.files = {k: open(out_dir / name, "w", newline="") for k, name in FILES.items()}  # noqa: SIM115
+        self.times: dict[str, list[np.ndarray]] = {k: [] for k in FILES}
+        self.responses: dict[str, list[np.ndarray]] = {k: [] for k in FILES}
         self.lock = threading.Condition()
         self.derived = {"toll": 0, "accident": 0}
         self.failed: list[str] = []
 
     def add(self, kind: str, rows: list[tuple]) -> None:
+        """Write ``rows`` of ``kind`` (the validator's layout) and note their response."""
+        if not rows:
+            return
+        t_col, e_col = (2, 3) if kind == "toll" else (1, 2)
+        text = "".join(",".join(map(str, r)) + "\n" for r in rows)
+        t = np.fromiter((r[t_col] for r in rows), dtype=np.int32, count=len(rows))
+        e = np.fromiter((r[e_col] for r in rows), dtype=np.int32, count=len(rows))
         with self.lock:
-            self.rows[kind].extend(rows)
+            self.files[kind].write(text)
+            self.times[kind].append(t)
+            self.responses[kind].append((e - t).astype(np.int16))
             if kind in self.derived:
                 self.derived[kind] += len(rows)
                 self.lock.notify_all()
 
+    def columns(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """(times, responses) of every answer of ``kind`` so far."""
+        with self.lock:
+            t, r = self.times[kind], self.responses[kind]
+            return (np.concatenate(t) if t else np.empty(0, np.int32),
+                    np.concatenate(r) if r else np.empty(0, np.int16))  # fmt: skip
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+
+
+@dataclass
+class Replay:
+    """What a replay measured: the answers' columns, the wall seconds, the refused
+    requests, per simulated second the lag of its batch behind schedule (ms), and the
+    server's queue depth and CPU share sampled while it ran (by simulated second)."""
+
+    answers: _AnswerFiles
+    seconds: float
+    failed: list[str]
+    send_lag_ms: np.ndarray
+    queue: np.ndarray
+    cpu: np.ndarray
+
+    def slowest(self, n: int = 10) -> list[dict[str, float]]:
+        """The ``n`` simulated seconds with the slowest answers: the second, its slowest
+        response and kind, the largest server queue and CPU share sampled while it was
+        being answered, and how late its batch was sent."""
+        worst: dict[int, tuple[int, str]] = {}
+        for kind in FILES:
+            t, r = self.answers.columns(kind)
+            if not len(t):
+                continue
+            order = np.lexsort((r, t))  # per second, its largest response last
+            t, r = t[order], r[order]
+            last = np.r_[t[1:] != t[:-1], True]
+            for s, resp in zip(t[last].tolist(), r[last].tolist(), strict=True):
+                if resp > worst.get(s, (-1, ""))[0]:
+                    worst[s] = (resp, kind)
+        top = sorted(worst.items(), key=lambda kv: (-kv[1][0], kv[0]))[:n]
+        out = []
+        for s, (resp, kind) in top:
+            span = slice(s, s + resp + 1)
+            out.append(
+                {
+                    "second": s,
+                    "response": resp,
+                    "kind": kind,
+                    "queue": float(self.queue[span].max(initial=0)),
+                    "cpu": float(self.cpu[span].max(initial=0)),
+                    "lag_ms": float(self.send_lag_ms[s]) if s < len(self.send_lag_ms) else 0.0,
+                }
+            )
+        return out
+
 
 def replay(
     client: PSoupClient,
-    data: np.ndarray,
+    input_path: Path,
     speedup: float,
+    out_dir: Path,
     progress: bool = True,
-) -> tuple[dict[str, list[tuple]], float, list[str]]:
-    """Replay ``data`` against the server behind ``client``; returns the answers by kind,
-    the replay's wall seconds and the requests the server refused (each a message)."""
-    answers = _Answers()
+    server_cpu: Callable[[], float] | None = None,
+) -> Replay:
+    """Replay the input file against the server behind ``client``, writing the answer
+    files into ``out_dir`` as answers arrive. ``server_cpu()`` (the server's CPU seconds so
+    far), when given, is sampled with the queue depth. Memory: the input is streamed and
+    the answers are not kept, only 6 bytes of response time each."""
+    answers = _AnswerFiles(out_dir)
     clock: dict[str, float] = {}
+    last = _last_time(input_path)
+    send_lag = np.zeros(last + 1, dtype=np.float32)
+    queue_at = np.zeros(last + 1, dtype=np.int32)
+    cpu_at = np.zeros(last + 1, dtype=np.float32)
 
     def emit() -> int:
         return int((time.monotonic() - clock["start"]) * speedup)
@@ -123,19 +276,27 @@ def replay(
         t.daemon = True
         t.start()
 
-    reports = data[data[:, 0] == 0]
-    requests = data[(data[:, 0] == 2) | (data[:, 0] == 3)]
-    last = int(data[:, 1].max()) if len(data) else 0
-    r_times = reports[:, 1]
-    r_starts = np.searchsorted(r_times, np.arange(last + 2))
-    q_times = requests[:, 1]
-    q_starts = np.searchsorted(q_times, np.arange(last + 2))
-
     sent = queue.Queue()  # per-second batches for the ingest stream; None ends it
     acked = {"n": 0}
     ack_cond = threading.Condition()
     vehicles: dict[int, Vehicle] = {}
     vlock = threading.Lock()
+    done = threading.Event()
+
+    def sample() -> None:
+        # The server's queue and CPU share, twice a simulated second at most.
+        cpu0, w0 = (server_cpu() if server_cpu else 0.0), time.monotonic()
+        while not done.wait(max(0.25, 0.5 / speedup)):
+            try:
+                depth = int(client.stats(timeout=5)["queue_depth"])
+            except PSoupRpcError:
+                continue
+            s = min(emit(), last)
+            queue_at[s] = max(queue_at[s], depth)
+            if server_cpu is not None:
+                cpu1, w1 = server_cpu(), time.monotonic()
+                cpu_at[s] = max(cpu_at[s], (cpu1 - cpu0) / max(w1 - w0, 1e-9))
+                cpu0, w0 = cpu1, w1
 
     def batches():
         while (item := sent.get()) is not None:
@@ -161,8 +322,8 @@ def replay(
         v = vehicle(vid)
         try:
             if kind == 2:
-                bal, _ = v.balance()
-                answers.add("balance", [(2, t, emit(), int(row[9]), t, bal)])
+                resulttime, bal = v.balance(t)
+                answers.add("balance", [(2, t, emit(), int(row[9]), resulttime, bal)])
             else:
                 total = v.daily_expenditure(int(row[4]), int(row[14]))
                 answers.add("daily", [(3, t, emit(), int(row[9]), total)])
@@ -172,23 +333,31 @@ def replay(
 
     acker = threading.Thread(target=consume_acks, daemon=True)
     acker.start()
+    sampler = threading.Thread(target=sample, daemon=True)
     pool = ThreadPoolExecutor(max_workers=8)
-    futures = []
+    pending: list = []
     n_sent = 0
     clock["start"] = time.monotonic()
-    for s in tqdm(range(last + 1), desc="simulated seconds", unit="s", disable=not progress):
+    sampler.start()
+    bar = progress_bar(total=last + 1, desc="simulated seconds", unit="s", enabled=progress)
+    for s, rows in read_seconds(input_path):
         due = clock["start"] + s / speedup
         pause = due - time.monotonic()
         if pause > 0:
             time.sleep(pause)  # pacing the replay to simulated real time
-        a, z = r_starts[s], r_starts[s + 1]
-        if z > a:
-            sent.put({f: reports[a:z, i + 1] for i, f in enumerate(REPORT_FIELDS)})
+        send_lag[s] = max(0.0, -pause) * 1e3
+        reports = rows[rows[:, 0] == 0]
+        if len(reports):
+            sent.put({f: reports[:, i + 1] for i, f in enumerate(REPORT_FIELDS)})
             n_sent += 1
-        for row in requests[q_starts[s] : q_starts[s + 1]]:
-            futures.append(pool.submit(answer, row, n_sent))
+        for row in rows[(rows[:, 0] == 2) | (rows[:, 0] == 3)]:
+            pending.append(pool.submit(answer, row, n_sent))
+        if len(pending) > 4096:  # keep the futures of answered requests from piling up
+            pending = [f for f in pending if not f.done() or f.result()]
+        bar.update(1)
+    bar.close()
     sent.put(None)
-    for f in futures:
+    for f in pending:
         f.result()
     pool.shutdown()
     acker.join(timeout=600)
@@ -202,52 +371,56 @@ def replay(
         answers.lock.wait_for(lambda: all(answers.derived[k] >= made[k] for k in made), timeout=600)
     for s in subs:
         s.cancel()
-    return answers.rows, time.monotonic() - clock["start"], answers.failed
+    done.set()
+    sampler.join()
+    answers.close()
+    seconds = time.monotonic() - clock["start"]
+    return Replay(answers, seconds, answers.failed, send_lag, queue_at, cpu_at)
 
 
-def summarize(rows: dict[str, list[tuple]], speedup: float, seconds: float) -> Summary:
-    """Response-time statistics per answer type."""
-    out = Summary(seconds=seconds, speedup=speedup)
-    for kind, rs in rows.items():
-        t_col, e_col = (2, 3) if kind == "toll" else (1, 2)
-        resp = np.array([r[e_col] - r[t_col] for r in rs], dtype=float)
+def summarize(rep: Replay, speedup: float) -> Summary:
+    """Response-time statistics per answer type, and the slowest seconds."""
+    out = Summary(seconds=rep.seconds, speedup=speedup, failed=rep.failed)
+    for kind in FILES:
+        _, resp = rep.answers.columns(kind)
         out.rows[kind] = {
-            "count": len(rs),
+            "count": len(resp),
             "max": float(resp.max()) if len(resp) else 0.0,
             "p99": float(np.percentile(resp, 99)) if len(resp) else 0.0,
             "late": int((resp > DEADLINES[kind]).sum()),
         }
+    out.slowest = rep.slowest()
     return out
 
 
-def write_answers(rows: dict[str, list[tuple]], out_dir: Path) -> None:
-    """One CSV per answer type, in the validator's formats, in emit order."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for kind, name in FILES.items():
-        with open(out_dir / name, "w", newline="") as f:
-            csv.writer(f).writerows(rows[kind])
-
-
-def plot(rows: dict[str, list[tuple]], path: Path) -> None:
-    """Response time (simulated s) over simulated time, per answer type, as a PNG."""
+def plot(rep: Replay, path: Path) -> None:
+    """Response time over the run as a PNG: per answer type and simulated second, the
+    slowest answer (points), with the deadline and the server's queue depth."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    for kind, rs in rows.items():
-        if not rs:
+    fig, (ax, aq) = plt.subplots(
+        2, 1, figsize=(8, 5), dpi=110, sharex=True, gridspec_kw={"height_ratios": [3, 1]}
+    )
+    for kind in FILES:
+        t, r = rep.answers.columns(kind)
+        if not len(t):
             continue
-        t_col, e_col = (2, 3) if kind == "toll" else (1, 2)
-        ts = np.array([r[t_col] for r in rs])
-        resp = np.array([r[e_col] - r[t_col] for r in rs])
-        ax.scatter(ts, resp, s=2, label=f"{kind} (deadline {DEADLINES[kind]} s)")
+        worst = np.zeros(int(t.max()) + 1, dtype=np.int32)
+        np.maximum.at(worst, t, r)
+        seen = np.zeros(len(worst), dtype=bool)
+        seen[t] = True
+        xs = np.flatnonzero(seen)
+        ax.scatter(xs, worst[xs], s=2, label=f"{kind} (deadline {DEADLINES[kind]} s)")
     ax.axhline(5, color="grey", lw=0.8, ls="--")
-    ax.set_xlabel("simulated time (s)")
-    ax.set_ylabel("response time (simulated s)")
-    ax.set_title("Linear Road answers")
-    ax.legend(markerscale=4, loc="upper left")  # "best" scans millions of points
+    ax.set_ylabel("slowest response\n(simulated s)")
+    ax.set_title("Linear Road answers over the run")
+    ax.legend(markerscale=4, loc="upper left")  # "best" scans every point
+    aq.plot(np.arange(len(rep.queue)), rep.queue, lw=0.6, color="black")
+    aq.set_ylabel("server queue\n(batches)")
+    aq.set_xlabel("simulated time (s)")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -261,6 +434,7 @@ def run(
     server: str | None = None,
     progress: bool = True,
     hydrate: Callable[[Path, str, Path], object] | None = None,
+    convention: str = "validator",
 ) -> Summary:
     """Hydrate the history, replay the input, write the answers, a summary and a PNG.
 
@@ -268,13 +442,16 @@ def run(
     port is started (its own CPU and GIL); a given server must run with ``--linear-road``.
     ``hydrate(history_path, target, out_dir)`` loads the toll history; it defaults to the
     PySpark pipeline (``psoup history hydrate``), its rejected rows written to out_dir.
+    ``convention`` is the toll-alert convention of the server started here (a given
+    server's own is used as it is); it is written to ``out_dir/convention``.
     """
     child = None
     if server is None:
         from psoup.server.process import ServerProcess
 
-        child = ServerProcess(*SERVER_ARGS)
+        child = ServerProcess(*server_args(convention))
         server = child.target
+    peaks: dict[str, int] = {}
     try:
         with PSoupClient(server, timeout=120) as client:
             names = {s.name for s in client.list_streams()}
@@ -286,16 +463,30 @@ def run(
             if history_path is not None:
                 out_dir.mkdir(parents=True, exist_ok=True)
                 (hydrate or hydrate_history)(history_path, server, out_dir)
-            data = load_input(input_path)
-            rows, seconds, failed = replay(client, data, speedup, progress)
+                peaks.update(children_peak_rss("spark (hydration)"))
+            rep = replay(client, input_path, speedup, out_dir, progress,
+                         child.cpu_seconds if child else None)  # fmt: skip
     finally:
         if child is not None:
+            peaks["server"] = child.peak_rss_bytes()
             child.stop()
-    write_answers(rows, out_dir)
-    plot(rows, out_dir / "response_times.png")
-    summary = summarize(rows, speedup, seconds)
-    summary.failed = failed
+    (out_dir / CONVENTION_FILE).write_text(convention + "\n")
+    plot(rep, out_dir / "response_times.png")
+    summary = summarize(rep, speedup)
+    summary.peak_rss = {"driver": own_peak_rss(), **peaks}
     return summary
+
+
+def own_peak_rss() -> int:
+    """This process's largest resident memory so far (bytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def children_peak_rss(name: str) -> dict[str, int]:
+    """{name: the largest resident memory of a child process that has ended} (the Spark
+    JVM, after a hydration started and stopped it here); empty when none has."""
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    return {name: peak} if peak else {}
 
 
 def hydrate_history(history_path: Path, server: str, out_dir: Path) -> object:

@@ -11,9 +11,12 @@ positions            time vid spd xway lane dir seg pos     time        10 minut
 toll_notifications   time vid xway dir seg lav toll         time        10 minutes
 accident_alerts      time vid xway dir seg (accident's)     time        10 minutes
 toll_assessments     time vid xway toll                     time        everything
+balances             time vid bal                           time        everything
 toll_history         vid day xway tolls                     day         everything
 ==================== ====================================== =========== ==============
 
+``balances`` has a row per toll notification: the vehicle's balance there (the tolls
+charged so far), which is what an account-balance answer reports with its ResultTime.
 ``toll_history`` is hydrated by the PySpark pipeline (``psoup history hydrate``).
 """
 
@@ -37,6 +40,7 @@ SCHEMAS: dict[str, tuple[dict[str, str], str, int | None]] = {
     ),
     "accident_alerts": ({a: "int" for a in ("time", "vid", "xway", "dir", "seg")}, "time", RECENT),
     "toll_assessments": ({a: "int" for a in ("time", "vid", "xway", "toll")}, "time", None),
+    "balances": ({a: "int" for a in ("time", "vid", "bal")}, "time", None),
     "toll_history": ({a: "int" for a in ("vid", "day", "xway", "tolls")}, "day", None),
 }
 
@@ -44,7 +48,13 @@ SCHEMAS: dict[str, tuple[dict[str, str], str, int | None]] = {
 VEHICLE_QUERIES = {
     "tolls": "SELECT time, lav, toll FROM toll_notifications WHERE vid = :v BEGIN NOW - 30 END NOW",
     "accidents": "SELECT time, seg FROM accident_alerts WHERE vid = :v BEGIN NOW - 30 END NOW",
-    "balance": "SELECT SUM(toll) FROM toll_assessments WHERE vid = :v BEGIN 0 END NOW",
+    # The account balance (the validator's rules 3 and 4, see psoup/linear_road/check.py):
+    # at the earliest notification within (t-60, t] (balances only grow, so MIN(bal) is
+    # the balance at MIN(time)), else at the latest one at or before t-60.
+    "balance": "SELECT MIN(time), MIN(bal) FROM balances WHERE vid = :v BEGIN NOW - 59 END NOW",
+    "balance_before": (
+        "SELECT MAX(time), MAX(bal) FROM balances WHERE vid = :v BEGIN 0 END NOW - 60"
+    ),
 }
 DAILY_EXPENDITURE = (
     "SELECT SUM(tolls) FROM toll_history WHERE vid = :v AND xway = :x AND day = :d BEGIN 0 END NOW"
@@ -54,12 +64,20 @@ ALL_TOLLS = "SELECT vid, time, lav, toll FROM toll_notifications BEGIN NOW END N
 ALL_ALERTS = "SELECT time, vid, seg FROM accident_alerts BEGIN NOW END NOW"
 
 
-def install(engine: Engine) -> TollNetwork:
+#: The toll-alert conventions (see psoup/linear_road/check.py): the original validator's,
+#: one alert per vehicle, direction and segment over the run (the default, what a valid
+#: rating needs), or the spec's text, one at every crossing into a new segment.
+CONVENTIONS = ("validator", "every-crossing")
+
+
+def install(engine: Engine, convention: str = "validator") -> TollNetwork:
     """Declare the streams that do not exist yet and attach a toll network to positions."""
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention {convention!r}: expected one of {', '.join(CONVENTIONS)}")
     for name, (schema, time, keep) in SCHEMAS.items():
         if name not in engine.streams:
             engine.create_stream(name, schema, time=time, max_window=keep)
-    network = TollNetwork()
+    network = TollNetwork(every_crossing=convention == "every-crossing")
     lock = threading.Lock()
 
     def on_positions(cols: dict[str, np.ndarray]) -> None:
@@ -69,6 +87,7 @@ def install(engine: Engine) -> TollNetwork:
             ("toll_notifications", out.tolls),
             ("accident_alerts", out.alerts),
             ("toll_assessments", out.assessments),
+            ("balances", out.balances),
         ):
             if len(rows["time"]):
                 engine.insert_columns(stream, rows)

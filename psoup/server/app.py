@@ -62,7 +62,7 @@ def start_server(config: ServerConfig) -> RunningServer:
     if config.linear_road:
         from psoup.linear_road.streams import install
 
-        worker.call(lambda: install(engine))
+        worker.call(lambda: install(engine, config.linear_road))
     servicer = PSoupServicer(engine, worker, Authenticator(tokens), config)
     options = [
         ("grpc.max_receive_message_length", config.max_message_bytes),

@@ -24,4 +24,6 @@ class ServerConfig:
     page_rows: int = 4096  # default rows per InvokeQuery page
     workers: int = 32  # gRPC handler threads
     freeze_heap_every: float = 1.0  # seconds between heap freezes (psoup/server/heap.py); 0 = never
-    linear_road: bool = False  # declare Linear Road's streams and run its toll network
+    # Declare Linear Road's streams and run its toll network with this convention
+    # (None: not at all; 'validator' or 'every-crossing').
+    linear_road: str | None = None
