@@ -148,30 +148,37 @@ def _spark_options() -> argparse.ArgumentParser:
     return p
 
 
-def _connection_options() -> argparse.ArgumentParser:
-    """The options every client subcommand takes."""
+def _connection_options(top: bool = False) -> argparse.ArgumentParser:
+    """The options every client subcommand takes, before or after the subcommand
+    (``psoup --server H:P invoke X`` and ``psoup invoke X --server H:P``): the top-level
+    parser (``top``) holds the defaults, a subcommand's copy sets only what it is given."""
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("connection")
+
+    def default(value):
+        return value if top else argparse.SUPPRESS
+
     g.add_argument(
         "--server",
-        default="localhost:50051",
+        default=default("localhost:50051"),
         metavar="HOST:PORT",
-        help="the psoup server to talk to (default: %(default)s)",
+        help="the psoup server to talk to (default: localhost:50051)",
     )
     g.add_argument(
         "--token",
-        default=os.environ.get("PSOUP_TOKEN"),
+        default=default(os.environ.get("PSOUP_TOKEN")),
         help="bearer token for an authenticating server (default: $PSOUP_TOKEN)",
     )
     g.add_argument(
         "--timeout",
         type=_seconds,
-        default=30.0,
+        default=default(30.0),
         metavar="SECONDS",
-        help="deadline of each call, except ingest and subscribe (default: %(default)s)",
+        help="deadline of each call, except ingest and subscribe (default: 30)",
     )
     g.add_argument(
         "--tls-ca",
+        default=default(None),
         metavar="FILE",
         help="connect with TLS, trusting the PEM root certificates in FILE",
     )
@@ -459,6 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Continuous queries over streams, after PSoup: the embedded demo and "
         "benchmarks, the gRPC server (serve) and its client commands.",
         epilog=EPILOG,
+        parents=[_connection_options(top=True)],
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_demo_bench(sub)

@@ -15,7 +15,9 @@ turns failures into a message on stderr and the exit status:
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -132,16 +134,32 @@ def invoke(c: PSoupClient, args: argparse.Namespace) -> int:
 
 
 def subscribe(c: PSoupClient, args: argparse.Namespace) -> int:
-    """Print events as they arrive until Ctrl-C (exit 0) or the query is unregistered."""
+    """Print events as they arrive until Ctrl-C (exit 130) or the query is unregistered
+    (exit 0).
+
+    Ctrl-C cancels the call from a signal handler rather than relying on
+    KeyboardInterrupt: raised while the main thread waits inside gRPC's stream iterator,
+    the exception could be swallowed there and the command kept waiting for events.
+    """
     sub = c.subscribe(args.handle, include_current=args.include_current)
+    interrupted = threading.Event()
+
+    def on_sigint(signum, frame) -> None:
+        interrupted.set()
+        sub.cancel()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
     first = True
     try:
         for kind, result, first_tid in sub:
             _print(formatting.format_event(kind, result, first_tid, args.format, first))
             first = False
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # only before the handler was in place
         sub.cancel()
-    return EXIT_OK
+        interrupted.set()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return EXIT_INTERRUPTED if interrupted.is_set() else EXIT_OK
 
 
 def unregister(c: PSoupClient, args: argparse.Namespace) -> int:

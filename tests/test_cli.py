@@ -6,6 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from psoup import cli
 from psoup.bench import report
 
 
@@ -42,3 +45,18 @@ def test_write_section_replaces_only_its_own_section(tmp_path: Path) -> None:
     text = path.read_text()
     assert "second a" in text and "first a" not in text and "only b" in text
     assert text.count("<!-- bench:a begin -->") == 1
+
+
+@pytest.mark.parametrize(
+    "argv, server, timeout",
+    [
+        (["invoke", "h"], "localhost:50051", 30.0),
+        (["--server", "a:1", "invoke", "h"], "a:1", 30.0),
+        (["invoke", "h", "--server", "b:2", "--timeout", "5"], "b:2", 5.0),
+        (["--server", "a:1", "--timeout", "7", "invoke", "h", "--server", "b:2"], "b:2", 7.0),
+        (["--server", "a:1", "history", "export", "--stream", "s", "--out", "x"], "a:1", 30.0),
+    ],
+)
+def test_client_options_go_before_or_after_the_subcommand(argv, server, timeout) -> None:
+    args = cli.build_parser().parse_args(argv)
+    assert (args.server, args.timeout) == (server, timeout)
