@@ -38,6 +38,10 @@ class _LogLines:
             self.last = now
             print(self._line(), file=self.out, flush=True)
 
+    def refresh(self) -> None:
+        """After ``n`` or ``total`` were set directly (as on a tqdm bar)."""
+        self.update(0)
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True
@@ -51,7 +55,12 @@ class _LogLines:
 
 
 class _Silent:
+    n = total = 0
+
     def update(self, n: float = 1) -> None:
+        pass
+
+    def refresh(self) -> None:
         pass
 
     def close(self) -> None:

@@ -1,4 +1,4 @@
-"""A tqdm bar of a Spark phase's finished tasks, fed by Spark's status tracker.
+"""A progress bar of a Spark phase's finished tasks, fed by Spark's status tracker.
 
 Spark's own console progress bar is off (see ``spark``); instead the jobs a phase starts
 carry a job group, and a thread polls ``sc.statusTracker()`` for the tasks of that
@@ -12,7 +12,7 @@ import threading
 import uuid
 from typing import TYPE_CHECKING
 
-from tqdm import tqdm
+from psoup.progress import progress_bar
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -33,7 +33,7 @@ class Phase:
         self.group = f"psoup-{uuid.uuid4().hex[:12]}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._bar: tqdm | None = None
+        self._bar = None
 
     def _tasks(self) -> tuple[int, int]:
         """(finished, total) tasks of the group's jobs so far."""
@@ -67,7 +67,7 @@ class Phase:
     def __enter__(self) -> Phase:
         self.sc.setJobGroup(self.group, self.desc)
         if self.enabled:
-            self._bar = tqdm(total=1, desc=self.desc, unit="task", leave=True)
+            self._bar = progress_bar(total=1, desc=self.desc, unit="task", leave=True)
             self._thread = threading.Thread(target=self._poll, name="spark-progress", daemon=True)
             self._thread.start()
         return self

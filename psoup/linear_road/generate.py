@@ -66,9 +66,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
-from tqdm import tqdm
 
 from psoup.linear_road.network import EXIT_LANE, REPORT_EVERY, SEGMENT_FEET, SEGMENTS
+from psoup.progress import progress_bar
 
 RUSH_HOUR = 10_800  # seconds of the arrival curve's half sine: the benchmark's 3 hours
 ROAD_FEET = SEGMENTS * SEGMENT_FEET  # positions 0 .. 527,999
@@ -493,7 +493,7 @@ def generate(
     road = _Road(xways, duration, seed)
     writer = _Writer(path, NAMES)
     try:
-        bar = tqdm(total=duration, desc="simulated seconds", unit="s", disable=not progress)
+        bar = progress_bar(total=duration, desc="simulated seconds", unit="s", enabled=progress)
         with bar:
             for t in range(duration):
                 lines = road.second(t)
@@ -523,7 +523,11 @@ def write_history(path: Path, xway_of: np.ndarray, seed: int, progress: bool = F
     block = CHUNK_ROWS // HISTORY_DAYS + 1
     try:
         starts = range(0, len(xway_of), block)
-        for a in tqdm(starts, desc="history", unit="block", disable=not progress, leave=False):
+        blocks = progress_bar(
+            len(starts), desc="history", unit="block", enabled=progress, leave=False
+        )
+        for a in starts:
+            blocks.update(1)
             vids = np.arange(a, min(a + block, len(xway_of)))
             rows = np.empty((4, len(vids) * HISTORY_DAYS), dtype=np.int64)
             rows[0] = np.repeat(vids, HISTORY_DAYS)
@@ -531,6 +535,7 @@ def write_history(path: Path, xway_of: np.ndarray, seed: int, progress: bool = F
             rows[2] = np.repeat(xway_of[vids], HISTORY_DAYS)
             rows[3] = rng.integers(*HISTORY_TOLLS, size=rows.shape[1])
             writer.add(rows)
+        blocks.close()
     finally:
         writer.close()
     return len(xway_of) * HISTORY_DAYS
