@@ -58,5 +58,5 @@ def test_sample20_answers_are_right_and_on_time(tmp_path: Path) -> None:
     assert verdict.ok, verdict.table() + "\n" + verdict.problems()
     assert (tmp_path / "convention").read_text().strip() == "validator"
     assert (tmp_path / "response_times.png").read_bytes()[:4] == b"\x89PNG"
-    assert {"driver", "server", "spark (hydration)"} <= set(summary.peak_rss)
+    assert {"driver (replay)", "server", "spark (hydration)"} <= set(summary.peak_rss)
     assert len(summary.slowest) == 10

@@ -106,7 +106,7 @@ def run(
         f"Server: {1e6 * cpu / max(gen.reports, 1):.1f} µs CPU per position report over the "
         f"replay. Peak RSS: "
         + ", ".join(f"{k} {v / 2**30:.2f} GB" for k, v in summary.peak_rss.items())
-        + f" (the driver's includes generating the input). Generation {gen_s:.0f} s, "
+        + f" (the driver process's includes generating the input). Generation {gen_s:.0f} s, "
         f"hydration of {gen.history_rows:,} history rows {hydrate_s:.0f} s, check "
         f"{check_s:.0f} s. Response times in simulated seconds (deadlines 5 s; 10 s for "
         "daily expenditure)."

@@ -15,6 +15,7 @@ toll-alert convention of the run is written next to the answers (``convention``)
 
 from __future__ import annotations
 
+import os
 import queue
 import resource
 import threading
@@ -187,8 +188,9 @@ class _AnswerFiles:
 @dataclass
 class Replay:
     """What a replay measured: the answers' columns, the wall seconds, the refused
-    requests, per simulated second the lag of its batch behind schedule (ms), and the
-    server's queue depth and CPU share sampled while it ran (by simulated second)."""
+    requests, per simulated second the lag of its batch behind schedule (ms), the
+    server's queue depth and CPU share sampled while it ran (by simulated second), and
+    the driver's own largest resident memory during the replay."""
 
     answers: _AnswerFiles
     seconds: float
@@ -196,6 +198,7 @@ class Replay:
     send_lag_ms: np.ndarray
     queue: np.ndarray
     cpu: np.ndarray
+    driver_rss: int = 0  # the largest resident memory of this process during the replay
 
     def slowest(self, n: int = 10) -> list[dict[str, float]]:
         """The ``n`` simulated seconds with the slowest answers: the second, its slowest
@@ -282,11 +285,14 @@ def replay(
     vehicles: dict[int, Vehicle] = {}
     vlock = threading.Lock()
     done = threading.Event()
+    own_rss = [_rss()]
 
     def sample() -> None:
-        # The server's queue and CPU share, twice a simulated second at most.
+        # The server's queue and CPU share, twice a simulated second at most; and this
+        # process's own memory.
         cpu0, w0 = (server_cpu() if server_cpu else 0.0), time.monotonic()
         while not done.wait(max(0.25, 0.5 / speedup)):
+            own_rss[0] = max(own_rss[0], _rss())
             try:
                 depth = int(client.stats(timeout=5)["queue_depth"])
             except PSoupRpcError:
@@ -375,7 +381,7 @@ def replay(
     sampler.join()
     answers.close()
     seconds = time.monotonic() - clock["start"]
-    return Replay(answers, seconds, answers.failed, send_lag, queue_at, cpu_at)
+    return Replay(answers, seconds, answers.failed, send_lag, queue_at, cpu_at, own_rss[0])
 
 
 def summarize(rep: Replay, speedup: float) -> Summary:
@@ -473,13 +479,24 @@ def run(
     (out_dir / CONVENTION_FILE).write_text(convention + "\n")
     plot(rep, out_dir / "response_times.png")
     summary = summarize(rep, speedup)
-    summary.peak_rss = {"driver": own_peak_rss(), **peaks}
+    summary.peak_rss = {"driver (replay)": rep.driver_rss, "driver process": own_peak_rss(),
+                        **peaks}  # fmt: skip
     return summary
 
 
 def own_peak_rss() -> int:
-    """This process's largest resident memory so far (bytes)."""
+    """This process's largest resident memory so far (bytes): whatever it did before the
+    replay (generating input, in a benchmark) included."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _rss() -> int:
+    """This process's resident memory now (bytes; 0 where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
 
 
 def children_peak_rss(name: str) -> dict[str, int]:
