@@ -136,12 +136,13 @@ def _ingest(db: Engine, message: list) -> None:
 
 
 def _request(db: Engine, handles: dict[tuple, str], row: np.ndarray) -> None:
-    kind, vid = int(row[0]), int(row[2])
-    if kind == 2:
-        for name, text in streams.VEHICLE_QUERIES.items():
+    kind, t, vid = int(row[0]), int(row[1]), int(row[2])
+    if kind == 2:  # as clients/vehicle.py answers it: one invoke, two when nothing recent
+        for name in ("balance", "balance_before"):
             if (vid, name) not in handles:
-                handles[vid, name] = db.register(text, {"v": vid})
-        db.invoke(handles[vid, "balance"])
+                handles[vid, name] = db.register(streams.VEHICLE_QUERIES[name], {"v": vid})
+        if db.invoke(handles[vid, "balance"], now=t).rows[0][0] is None:
+            db.invoke(handles[vid, "balance_before"], now=t)
     else:
         key = (vid, "daily", int(row[4]), int(row[14]))
         if key not in handles:
