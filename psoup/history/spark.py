@@ -146,10 +146,11 @@ def _launch_gateway(settings: Mapping[str, str]):
     it and the child aborts ("epoll_wait error: Bad file descriptor") before it can exec
     the JVM: JAVA_GATEWAY_EXITED, about one start in ten (measured: 259 of 2,000 forks
     with ``preexec_fn`` died of SIGABRT, 0 of 2,000 without). This is gRPC's bug
-    grpc/grpc#43055 (open; since grpcio 1.81: epoll EBADF after ``subprocess.Popen``). So the JVM is started
-    without ``preexec_fn``, in a process group of its own (Ctrl-C on the terminal goes to
-    the foreground group only, as the SIGINT-ignore intended); subprocess then uses
-    vfork/posix_spawn and runs no Python and no fork handler in the child.
+    grpc/grpc#43055 (open; since grpcio 1.81: epoll EBADF after ``subprocess.Popen``).
+    So the JVM is started without ``preexec_fn``, in a process group of its own (Ctrl-C
+    on the terminal goes to the foreground group only, as the SIGINT-ignore intended);
+    subprocess then uses vfork/posix_spawn and runs no Python and no fork handler in the
+    child.
     """
     from pyspark import java_gateway
     from pyspark.conf import SparkConf
