@@ -69,7 +69,10 @@ def run(
             spark_peak = driver.children_peak_rss("spark (hydration)")
             cpu0 = srv.cpu_seconds()
             with machine.busy_loop() if stress else contextlib.nullcontext():
-                summary = driver.run(input_path, None, answers, speedup, server=srv.target)
+                summary = driver.run(
+                    input_path, None, answers, speedup, server=srv.target,
+                    server_cpu=srv.cpu_seconds,
+                )  # fmt: skip
             cpu = srv.cpu_seconds() - cpu0
             peak = srv.peak_rss_bytes()
         summary.peak_rss = {**summary.peak_rss, "server": peak, **spark_peak}

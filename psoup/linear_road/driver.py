@@ -441,6 +441,7 @@ def run(
     progress: bool = True,
     hydrate: Callable[[Path, str, Path], object] | None = None,
     convention: str = "validator",
+    server_cpu: Callable[[], float] | None = None,
 ) -> Summary:
     """Hydrate the history, replay the input, write the answers, a summary and a PNG.
 
@@ -450,6 +451,8 @@ def run(
     PySpark pipeline (``psoup history hydrate``), its rejected rows written to out_dir.
     ``convention`` is the toll-alert convention of the server started here (a given
     server's own is used as it is); it is written to ``out_dir/convention``.
+    ``server_cpu()`` gives a given server's CPU seconds so far, for the summary's
+    slowest seconds (the server started here is measured without it).
     """
     child = None
     if server is None:
@@ -470,8 +473,8 @@ def run(
                 out_dir.mkdir(parents=True, exist_ok=True)
                 (hydrate or hydrate_history)(history_path, server, out_dir)
                 peaks.update(children_peak_rss("spark (hydration)"))
-            rep = replay(client, input_path, speedup, out_dir, progress,
-                         child.cpu_seconds if child else None)  # fmt: skip
+            cpu = child.cpu_seconds if child else server_cpu
+            rep = replay(client, input_path, speedup, out_dir, progress, cpu)
     finally:
         if child is not None:
             peaks["server"] = child.peak_rss_bytes()
