@@ -92,7 +92,6 @@ INPUT_FIELDS = (
 )
 EXIT = 4
 SEGMENT_FEET = 5280
-BALANCE_WINDOW = 60  # seconds before the request whose balances are accepted (Table 5)
 DEADLINES = {"toll": 5, "accident": 5, "balance": 5, "daily": 10}
 FILES = {
     "toll": "tollalerts.csv",
@@ -224,11 +223,6 @@ class Answers:
         """Toll alert rows (0, vid, time, emit, lav, toll). O(alerts) tuples: for tests."""
         t, v, lav, toll = self.toll_columns
         return [(0, v_, t_, t_, a, b) for t_, v_, a, b in zip(t, v, lav, toll, strict=True)]
-
-    def balance_at(self, vid: int, tau: int) -> int:
-        """The sum of the tolls charged to the vehicle at times <= ``tau``. O(its
-        charges)."""
-        return sum(a for t, a in self.assessed.get(vid, ()) if t <= tau)
 
     def balance_candidates(self, t: int, vid: int) -> set[tuple[int, int]]:
         """The (resulttime, bal) answers the validator accepts for a balance request of

@@ -43,25 +43,17 @@ class Load:
     schema: Schema
     client: str
     parts: dict[str, list[list[np.ndarray]]] = field(default_factory=dict)  # per attribute
-    rows_by_part: dict[str, int] = field(default_factory=dict)
     touched: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def rows(self) -> int:
-        """Rows staged by the parts done so far."""
-        with self.lock:
-            return sum(self.rows_by_part.values())
 
     def staging(self, part: str) -> Staging:
         """A writer of ``part`` (empty: a part of its own, never replaced)."""
         return Staging(self, part or f"#{secrets.token_hex(8)}")
 
-    def _install(self, part: str, arrays: list[list[np.ndarray]], rows: int) -> bool:
+    def _install(self, part: str, arrays: list[list[np.ndarray]]) -> bool:
         with self.lock:
             replaced = part in self.parts
             self.parts[part] = arrays
-            self.rows_by_part[part] = rows
             self.touched = time.monotonic()
         return replaced
 
@@ -70,7 +62,6 @@ class Load:
         with self.lock:
             parts = list(self.parts.values())
             self.parts.clear()
-            self.rows_by_part.clear()
         out = {}
         for i, name in enumerate(self.schema.names):
             columns = [part[i] for part in parts]
@@ -110,7 +101,7 @@ class Staging:
 
     def done(self) -> bool:
         """Make the batches the part's rows; returns True if they replaced earlier ones."""
-        return self.load._install(self.part, self.arrays, self.rows)
+        return self.load._install(self.part, self.arrays)
 
 
 class Loads:
