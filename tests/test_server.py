@@ -328,6 +328,8 @@ def test_subscribe_sends_current_then_each_batch_once_in_order(stub, stream) -> 
 def test_subscription_ends_when_the_query_is_unregistered(stub, stream) -> None:
     h = register(stub, f"SELECT * FROM {stream} BEGIN 0 END NOW")
     call = stub.Subscribe(pb.SubscribeRequest(handle=h))
+    # The call returns before the server has subscribed; its header says it has.
+    assert ("psoup-subscribed", "1") in call.initial_metadata()
     ingest(stub, batch(stream, [1], [1.0], [1]))
     assert next(call).rows == 1
     stub.UnregisterQuery(pb.UnregisterQueryRequest(handle=h))
