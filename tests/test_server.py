@@ -165,6 +165,25 @@ def test_ingest_acknowledges_each_batch_with_its_tuple_ids(stub, stream) -> None
     assert snapshot(stub, stream)[0] == 3
 
 
+def test_an_ingest_ack_does_not_wait_for_the_next_batch(stub, stream) -> None:
+    # A client that sends a batch and then waits for its ack (as the Linear Road driver
+    # waits before answering a request of that second) must get it while the stream is
+    # still open and no next batch has come: an ack held until the next request arrives
+    # adds a whole batch interval to every answer.
+    more = threading.Event()
+
+    def requests():
+        yield batch(stream, [1], [1.0], [1], batch_id=1)
+        more.wait(timeout=30)  # the next batch only comes after the first ack
+        yield batch(stream, [2], [2.0], [2], batch_id=2)
+
+    call = stub.Ingest(requests(), timeout=20)
+    first = next(call)  # DEADLINE_EXCEEDED if the ack waits for batch 2
+    assert not more.is_set() and (first.batch_id, first.rows) == (1, 1)
+    more.set()
+    assert [(a.batch_id, a.rows) for a in call] == [(2, 1)]
+
+
 def _bad_batches(stream: str):
     good = codec.encode_batch(SCHEMA, {"vid": [1], "spd": [1.0], "t": [100]})
     missing = pb.IngestRequest(stream=stream, columns=good[:2])

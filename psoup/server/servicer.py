@@ -14,6 +14,7 @@ import queue
 import threading
 import time
 from collections import Counter, deque
+from concurrent.futures import wait as wait_futures
 
 import grpc
 
@@ -224,13 +225,18 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
     # -- ingest -------------------------------------------------------------------------
     def Ingest(self, request_iterator, context):
-        # Pipelined: up to INGEST_DEPTH batches of this call wait on the engine thread
-        # while the next one is received and decoded, so transport and engine overlap.
-        # The engine runs them in order; once one fails, the later ones of this call are
-        # skipped (``failed``), so a bad batch still ends the call with everything before
-        # it applied and nothing after it.
-        inflight: deque = deque()
+        # Pipelined: a reader thread receives, decodes and queues up to INGEST_DEPTH
+        # batches of this call on the engine thread, while this generator sends each
+        # batch's ack as soon as the engine has applied it. (Reading in the generator
+        # would hold an applied batch's ack until the next batch arrived: a whole batch
+        # interval of latency for every client waiting on it.) The engine runs the batches
+        # in order; once one fails, the later ones of this call are skipped (``failed``),
+        # so a bad batch still ends the call with everything before it applied and
+        # nothing after it.
         failed = threading.Event()
+        stop = threading.Event()  # this call is over: the reader gives up
+        pending: queue.Queue = queue.Queue()  # (request, future), then an exception or _END
+        room = threading.Semaphore(INGEST_DEPTH)
 
         def apply(stream: str, columns: dict):
             if failed.is_set():
@@ -241,37 +247,52 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 failed.set()
                 raise
 
+        def submit(req: pb.IngestRequest, columns: dict, inflight: deque):
+            while True:
+                try:
+                    return self.worker.submit_ingest(lambda s=req.stream, c=columns: apply(s, c))
+                except QueueFull:
+                    while inflight and inflight[0].done():
+                        inflight.popleft()
+                    if not inflight:
+                        raise Abort(
+                            grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"batch {req.batch_id}: the ingest queue is full "
+                            f"(ingest_queue_batches={self.worker.ingest_limit}); retry later",
+                        ) from None
+                    wait_futures([inflight[0]])  # this call's oldest batch makes room
+
+        def read() -> None:
+            inflight: deque = deque()  # this call's futures, oldest first
+            try:
+                for req in request_iterator:
+                    columns = self._decode_batch(req)
+                    while not room.acquire(timeout=1.0):
+                        if stop.is_set():
+                            return
+                    if stop.is_set() or failed.is_set():
+                        return
+                    fut = submit(req, columns, inflight)
+                    inflight.append(fut)
+                    pending.put((req, fut))
+                pending.put(_END)
+            except Exception as exc:  # ends the call after the acks queued before it
+                pending.put(exc)
+
         try:
             self._client(context)
-            for req in request_iterator:
-                try:
-                    columns = self._decode_batch(req)
-                except Exception:
-                    while inflight:
-                        yield self._ack(*inflight.popleft())
-                    raise
-                while len(inflight) >= INGEST_DEPTH:
-                    yield self._ack(*inflight.popleft())
-                while True:
-                    try:
-                        fut = self.worker.submit_ingest(lambda s=req.stream, c=columns: apply(s, c))
-                        break
-                    except QueueFull:
-                        if not inflight:
-                            raise Abort(
-                                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"batch {req.batch_id}: the ingest queue is full "
-                                f"(ingest_queue_batches={self.worker.ingest_limit}); retry later",
-                            ) from None
-                        yield self._ack(*inflight.popleft())
-                inflight.append((req, fut))
-                while inflight and inflight[0][1].done():
-                    yield self._ack(*inflight.popleft())
-            while inflight:
-                yield self._ack(*inflight.popleft())
+            threading.Thread(target=read, name="psoup-ingest-reader", daemon=True).start()
+            while (item := pending.get()) is not _END:
+                if isinstance(item, Exception):
+                    raise item
+                ack = self._ack(*item)
+                room.release()
+                yield ack
         except Exception as exc:
             failed.set()
             _abort(context, exc)
+        finally:
+            stop.set()
 
     def _ack(self, req: pb.IngestRequest, fut) -> pb.IngestAck:
         """Wait for one batch; its acknowledgement, or Abort naming the batch."""
