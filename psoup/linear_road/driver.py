@@ -58,6 +58,8 @@ class Summary:
     failed: list[str] = field(default_factory=list)  # requests the server refused
     slowest: list[dict[str, float]] = field(default_factory=list)  # see Replay.slowest
     peak_rss: dict[str, int] = field(default_factory=dict)  # process -> bytes
+    # balance and daily requests, wall ms: phase -> {"p50", "p99", "max"}
+    request_ms: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def missed(self) -> int:
@@ -79,6 +81,11 @@ class Summary:
                     f"  queue {int(w['queue']):>3} batches  server CPU {w['cpu']:>4.0%}"
                     f"  batch sent {w['lag_ms']:>6.0f} ms late"
                 )
+        for phase, q in self.request_ms.items():
+            lines.append(
+                f"requests {phase}: p50 {q['p50']:.0f} ms, p99 {q['p99']:.0f} ms,"
+                f" max {q['max']:.0f} ms (wall)"
+            )
         if self.peak_rss:
             peaks = ", ".join(f"{k} {v / 2**30:.2f} GB" for k, v in self.peak_rss.items())
             lines.append(f"peak RSS: {peaks}")
@@ -143,6 +150,35 @@ def read_until(path: Path, seconds: int) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty((0, 15), dtype=np.int64)
 
 
+class _ReadAhead:
+    """``read_seconds(path)`` on a thread of its own, up to ``seconds`` ahead of the
+    consumer, so parsing the next block never delays the paced sends. Raises what the
+    reader raised."""
+
+    _END = object()
+
+    def __init__(self, path: Path, seconds: int = 256) -> None:
+        self._q: queue.Queue = queue.Queue(maxsize=seconds)
+        self.first_ready = threading.Event()
+        threading.Thread(target=self._fill, args=(path,), daemon=True).start()
+
+    def _fill(self, path: Path) -> None:
+        try:
+            for item in read_seconds(path):
+                self._q.put(item)
+                self.first_ready.set()
+            self._q.put(self._END)
+        except BaseException as exc:  # handed to the consumer
+            self._q.put(exc)
+        self.first_ready.set()
+
+    def __iter__(self) -> Iterator[tuple[int, np.ndarray]]:
+        while (item := self._q.get()) is not self._END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+
 class _AnswerFiles:
     """Answers written to their files as they arrive (emit order), with only their
     times and responses kept, as compact numpy columns: memory O(answers x 8 bytes), not
@@ -199,6 +235,9 @@ class Replay:
     queue: np.ndarray
     cpu: np.ndarray
     driver_rss: int = 0  # the largest resident memory of this process during the replay
+    # Per balance and daily request, wall ms: waiting for its second to be ingested, then
+    # in its calls (registrations the first time, invokes).
+    request_ms: np.ndarray = field(default_factory=lambda: np.empty((0, 2), np.float32))
 
     def slowest(self, n: int = 10) -> list[dict[str, float]]:
         """The ``n`` simulated seconds with the slowest answers: the second, its slowest
@@ -284,6 +323,7 @@ def replay(
     ack_cond = threading.Condition()
     vehicles: dict[int, Vehicle] = {}
     vlock = threading.Lock()
+    phases: list[tuple[float, float]] = []  # per request: ms waiting for its second, in RPCs
     done = threading.Event()
     own_rss = [_rss()]
 
@@ -322,8 +362,10 @@ def replay(
             return v
 
     def answer(row: np.ndarray, needed: int) -> None:
+        w0 = time.perf_counter()
         with ack_cond:  # the request's second is fully ingested first
             ack_cond.wait_for(lambda: acked["n"] >= needed, timeout=600)
+        w1 = time.perf_counter()
         kind, t, vid = int(row[0]), int(row[1]), int(row[2])
         v = vehicle(vid)
         try:
@@ -336,6 +378,9 @@ def replay(
         except PSoupRpcError as err:  # one refused request must not lose the whole run
             with answers.lock:
                 answers.failed.append(f"type {kind} at {t} for vehicle {vid}: {err}")
+        w2 = time.perf_counter()
+        with vlock:
+            phases.append(((w1 - w0) * 1e3, (w2 - w1) * 1e3))
 
     acker = threading.Thread(target=consume_acks, daemon=True)
     acker.start()
@@ -343,10 +388,12 @@ def replay(
     pool = ThreadPoolExecutor(max_workers=8)
     pending: list = []
     n_sent = 0
+    ahead = _ReadAhead(input_path)
+    ahead.first_ready.wait()  # the first block is parsed before the clock starts
     clock["start"] = time.monotonic()
     sampler.start()
     bar = progress_bar(total=last + 1, desc="simulated seconds", unit="s", enabled=progress)
-    for s, rows in read_seconds(input_path):
+    for s, rows in ahead:
         due = clock["start"] + s / speedup
         pause = due - time.monotonic()
         if pause > 0:
@@ -381,7 +428,10 @@ def replay(
     sampler.join()
     answers.close()
     seconds = time.monotonic() - clock["start"]
-    return Replay(answers, seconds, answers.failed, send_lag, queue_at, cpu_at, own_rss[0])
+    request_ms = np.array(phases, dtype=np.float32).reshape(-1, 2)
+    return Replay(
+        answers, seconds, answers.failed, send_lag, queue_at, cpu_at, own_rss[0], request_ms
+    )
 
 
 def summarize(rep: Replay, speedup: float) -> Summary:
@@ -396,6 +446,12 @@ def summarize(rep: Replay, speedup: float) -> Summary:
             "late": int((resp > DEADLINES[kind]).sum()),
         }
     out.slowest = rep.slowest()
+    for i, phase in enumerate(("waiting for the second", "in calls")):
+        ms = rep.request_ms[:, i]
+        if len(ms):
+            out.request_ms[phase] = dict(
+                zip(("p50", "p99", "max"), np.percentile(ms, [50, 99, 100]).tolist(), strict=True)
+            )
     return out
 
 
