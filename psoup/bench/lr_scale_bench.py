@@ -16,14 +16,13 @@ L = N x K passes when every answer is right and on time at full duration (spec 3
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import shutil
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from psoup.bench import lr_profile, machine, report
+from psoup.child import in_child
 from psoup.linear_road import check, driver, generate
 from psoup.server.process import ServerProcess
 
@@ -54,12 +53,10 @@ def run(
         answers = root / "answers"
         start = time.perf_counter()
         # In a child process: the generator's memory is not the driver's.
-        spawn = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
-            gen = pool.submit(
-                generate.generate, input_path, xways=xways, duration=duration, seed=seed,
-                history=history_path,
-            ).result()  # fmt: skip
+        gen = in_child(
+            generate.generate, input_path, xways=xways, duration=duration, seed=seed,
+            history=history_path,
+        )  # fmt: skip
         gen_s = time.perf_counter() - start
         print("\n".join(gen.lines()))
         with ServerProcess(*driver.server_args()) as srv:
