@@ -1,0 +1,1 @@
+"""Durability: the write-ahead log, the data directory and recovery (docs/DURABILITY.md)."""

@@ -1,0 +1,366 @@
+"""The write-ahead log: numbered, checksummed records in segment files, and group commit.
+
+Layout of ``DIR/wal/`` (docs/DURABILITY.md)::
+
+    0000000000000001.log     a segment, named by the LSN of its first record
+    00000000000a3f10.log     ... segments follow each other without gaps
+
+A segment is the 8-byte magic ``PSOUPWL1`` and then records, each::
+
+    u32 payload length | u32 CRC-32 of (lsn, payload) | u64 lsn | payload     (little-endian)
+
+LSNs are consecutive from 1 across all segments. A record is written with one ``write``
+before its operation is applied, so a process crash (SIGKILL, OOM kill) never loses one
+that was acknowledged; when ``fsync`` makes it safe from power loss depends on the sync
+mode (``Sync``). Reading checks every frame: a torn last record (a crash in the middle of
+its write) is cut off with a warning that names the file and offset; any other damage
+stops the reader with ``LogCorruptError``, which says where and what to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import os
+import struct
+import threading
+import time
+import warnings
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from psoup.errors import PSoupError
+
+MAGIC = b"PSOUPWL1"
+_FRAME = struct.Struct("<IIQ")  # payload length, crc32, lsn
+FRAME_BYTES = _FRAME.size
+_LSN = struct.Struct("<Q")
+SEGMENT_BYTES = 64 << 20  # a segment is closed once it holds this much
+SUFFIX = ".log"
+
+
+class StorageError(PSoupError):
+    """The data directory cannot be written: the operation was not applied."""
+
+
+class StorageFullError(StorageError):
+    """The disk (or quota) is full: the operation was not applied; reads still work."""
+
+
+class LogCorruptError(Exception):
+    """The log is damaged somewhere other than its last record: the server must not start
+    on it (recovering would silently drop acknowledged data)."""
+
+
+@dataclass(frozen=True)
+class Sync:
+    """When an appended record is forced to stable storage.
+
+    ``batch``: before the append is acknowledged (``Log.wait``), one ``fdatasync`` shared
+    by every record written meanwhile (group commit). ``interval``: every
+    ``interval_ms`` in the background; a record survives a process crash at once and
+    power loss after at most that long. ``off``: never by psoup (the OS writes it back
+    when it likes); still safe from a process crash.
+    """
+
+    mode: str = "batch"  # batch | interval | off
+    interval_ms: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> Sync:
+        """``batch``, ``off`` or ``interval=MS``; raises ValueError naming the problem."""
+        if text in ("batch", "off"):
+            return cls(text)
+        name, _, ms = text.partition("=")
+        if name == "interval" and ms.isdigit() and int(ms) > 0:
+            return cls("interval", int(ms))
+        raise ValueError(f"bad sync mode {text!r}: use batch, off or interval=MS (MS > 0)")
+
+    def __str__(self) -> str:
+        return f"interval={self.interval_ms}" if self.mode == "interval" else self.mode
+
+
+def _crc(lsn: int, payload: bytes | memoryview) -> int:
+    return zlib.crc32(payload, zlib.crc32(_LSN.pack(lsn)))
+
+
+def segment_name(first_lsn: int) -> str:
+    return f"{first_lsn:016x}{SUFFIX}"
+
+
+def segments(wal_dir: Path) -> list[tuple[int, Path]]:
+    """(first LSN, path) of every segment, in LSN order. O(segments)."""
+    out = []
+    for p in wal_dir.glob("*" + SUFFIX):
+        with contextlib.suppress(ValueError):
+            out.append((int(p.stem, 16), p))
+    return sorted(out)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries (a created, renamed or deleted file) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_log(wal_dir: Path, after: int = 0, repair: bool = True) -> Iterator[tuple[int, bytes]]:
+    """Yield (lsn, payload) of every record with LSN > ``after``, in order.
+
+    A torn last record is cut off (the file is truncated there when ``repair``) with a
+    ``RuntimeWarning`` naming file and offset. Raises LogCorruptError for a bad checksum
+    or frame before the last record, a gap between segments or a segment whose first
+    record is not the LSN its name says. Reads one segment at a time: memory
+    O(segment).
+    """
+    segs = segments(wal_dir)
+    expect = None
+    for i, (first, path) in enumerate(segs):
+        last_segment = i == len(segs) - 1
+        if expect is not None and first != expect:
+            raise LogCorruptError(
+                f"{path}: the log jumps from LSN {expect - 1} to {first} (a segment is "
+                "missing); restore the data directory from a backup"
+            )
+        data = path.read_bytes()
+        if data[: len(MAGIC)] != MAGIC:
+            if last_segment and len(data) < len(MAGIC) and MAGIC.startswith(data):
+                _cut(path, 0, "a segment created just before a crash", repair)
+                return
+            raise LogCorruptError(f"{path}: not a psoup log segment (bad magic)")
+        pos, lsn = len(MAGIC), first
+        while pos < len(data):
+            bad = _bad_frame(data, pos, lsn)
+            if bad:
+                if last_segment and _is_tail(data, pos):
+                    _cut(path, pos, bad, repair)
+                    return
+                raise LogCorruptError(
+                    f"{path} at offset {pos}: record {lsn} is damaged ({bad}) and is not the "
+                    "last one; acknowledged data would be lost. Restore the data directory "
+                    "from a backup (psoup backup), or move this file away to start from "
+                    "what precedes it"
+                )
+            size = _FRAME.unpack_from(data, pos)[0]
+            if lsn > after:
+                yield lsn, data[pos + FRAME_BYTES : pos + FRAME_BYTES + size]
+            pos += FRAME_BYTES + size
+            lsn += 1
+        expect = lsn
+
+
+def _bad_frame(data: bytes, pos: int, lsn: int) -> str:
+    """Why the frame at ``pos`` is not record ``lsn``, or '' when it is."""
+    if len(data) - pos < FRAME_BYTES:
+        return "its header is cut short"
+    size, crc, got = _FRAME.unpack_from(data, pos)
+    if pos + FRAME_BYTES + size > len(data):
+        return "it is cut short"
+    if got != lsn:
+        return f"it says LSN {got}"
+    if _crc(lsn, memoryview(data)[pos + FRAME_BYTES : pos + FRAME_BYTES + size]) != crc:
+        return "its checksum does not match"
+    return ""
+
+
+def _is_tail(data: bytes, pos: int) -> bool:
+    """Whether a bad frame at ``pos`` can be a torn last write: it runs to the end of the
+    file (its stated length reaches it or is cut short by it)."""
+    if len(data) - pos < FRAME_BYTES:
+        return True
+    size = _FRAME.unpack_from(data, pos)[0]
+    return pos + FRAME_BYTES + size >= len(data)
+
+
+def _cut(path: Path, pos: int, why: str, repair: bool) -> None:
+    warnings.warn(
+        f"{path}: dropped a torn last record at offset {pos} ({why}): it was being written "
+        "when the process stopped and was never acknowledged",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    if repair:
+        if pos == 0:
+            path.unlink()
+        else:
+            with open(path, "r+b") as f:
+                f.truncate(pos)
+                os.fsync(f.fileno())
+
+
+def last_lsn(wal_dir: Path) -> int:
+    """The LSN of the last good record (0 for an empty log); repairs a torn tail."""
+    last = 0
+    for lsn, _ in read_log(wal_dir):
+        last = lsn
+    if not last:
+        segs = segments(wal_dir)
+        if segs:
+            last = segs[-1][0] - 1  # empty segment after a checkpoint removed the rest
+    return last
+
+
+class Log:
+    """Appends records after ``next_lsn - 1`` and makes them durable per ``sync``.
+
+    ``append`` is one ``write`` (plus a segment switch every SEGMENT_BYTES); ``wait(lsn)``
+    returns once the record is as durable as the mode promises. In batch mode a
+    committer thread runs one ``fdatasync`` for every record written while the previous
+    one ran, so concurrent writers share it (group commit).
+    """
+
+    def __init__(
+        self, wal_dir: Path, next_lsn: int, sync: Sync, segment_bytes: int = SEGMENT_BYTES
+    ):
+        self.dir = wal_dir
+        self.sync = sync
+        self.segment_bytes = segment_bytes
+        self._cond = threading.Condition()
+        self._sync_lock = threading.Lock()  # held while a file is being forced
+        self._written = next_lsn - 1
+        self._synced = next_lsn - 1
+        self._failed: BaseException | None = None
+        self._closing = False
+        segs = segments(wal_dir)
+        if segs:
+            _first, path = segs[-1]
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            self._size = os.fstat(self._fd).st_size
+        else:
+            self._fd, self._size = self._create(next_lsn)
+        self._committer = None
+        if sync.mode != "off":
+            self._committer = threading.Thread(target=self._commit, name="psoup-wal", daemon=True)
+            self._committer.start()
+
+    @property
+    def written_lsn(self) -> int:
+        """The LSN of the last record written (0 before any)."""
+        return self._written
+
+    def _create(self, first_lsn: int) -> tuple[int, int]:
+        path = self.dir / segment_name(first_lsn)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        os.write(fd, MAGIC)
+        os.fsync(fd)
+        fsync_dir(self.dir)
+        return fd, len(MAGIC)
+
+    def append(self, payload: bytes) -> int:
+        """Write one record; returns its LSN. Raises StorageFullError (disk full) or
+        StorageError (any other write failure), leaving the log as it was. O(payload)."""
+        if self._size >= self.segment_bytes:
+            self._rotate()
+        with self._cond:
+            if self._failed is not None:
+                raise StorageError(f"the log cannot be written: {self._failed}")
+            lsn = self._written + 1
+            frame = _FRAME.pack(len(payload), _crc(lsn, payload), lsn) + payload
+            try:
+                _write_all(self._fd, frame)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, self._size)  # no half record stays behind
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise StorageFullError(
+                        f"the data directory {self.dir.parent} is full: {exc.strerror}"
+                    ) from None
+                raise StorageError(f"cannot write the log in {self.dir}: {exc}") from None
+            self._size += len(frame)
+            self._written = lsn
+            self._cond.notify_all()
+            return lsn
+
+    def _rotate(self) -> None:
+        with self._sync_lock, self._cond:
+            if self._size < self.segment_bytes:
+                return
+            if self.sync.mode != "off":
+                os.fdatasync(self._fd)
+                self._synced = self._written
+            os.close(self._fd)
+            self._fd, self._size = self._create(self._written + 1)
+            self._cond.notify_all()
+
+    def wait(self, lsn: int, timeout: float | None = None) -> None:
+        """Return once record ``lsn`` is durable as the sync mode promises (batch: forced
+        to disk; interval and off: written to the OS). Raises StorageError if forcing
+        failed."""
+        if self.sync.mode != "batch":
+            return
+        with self._cond:
+            ok = self._cond.wait_for(
+                lambda: self._synced >= lsn or self._failed is not None, timeout
+            )
+            if self._failed is not None and self._synced < lsn:
+                raise StorageError(f"the log could not be forced to disk: {self._failed}")
+            if not ok:
+                raise StorageError(f"record {lsn} was not forced to disk within {timeout} s")
+
+    def _commit(self) -> None:
+        interval = self.sync.interval_ms / 1e3 if self.sync.mode == "interval" else 0.0
+        while True:
+            if interval:
+                time.sleep(interval)
+            with self._cond:
+                self._cond.wait_for(lambda: self._written > self._synced or self._closing)
+                if self._closing and self._written <= self._synced:
+                    return
+            with self._sync_lock:
+                with self._cond:
+                    target, fd = self._written, self._fd
+                try:
+                    os.fdatasync(fd)
+                except OSError as exc:  # the page cache can no longer be trusted
+                    with self._cond:
+                        self._failed = exc
+                        self._cond.notify_all()
+                    return
+            with self._cond:
+                self._synced = max(self._synced, target)
+                self._cond.notify_all()
+
+    def flush(self) -> None:
+        """Force everything written so far to disk, whatever the mode."""
+        with self._sync_lock, self._cond:
+            os.fdatasync(self._fd)
+            self._synced = self._written
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Force what was written and close the segment. Idempotent."""
+        with self._cond:
+            if self._closing:
+                return
+            self._closing = True
+            self._cond.notify_all()
+        if self._committer is not None:
+            self._committer.join()
+        with contextlib.suppress(OSError):
+            self.flush()
+        os.close(self._fd)
+
+    def drop_before(self, lsn: int) -> int:
+        """Delete the segments whose records all have LSNs below ``lsn`` (a checkpoint
+        holds them); returns how many. Never the segment being written."""
+        segs = segments(self.dir)
+        gone = 0
+        for (_first, path), (next_first, _) in itertools.pairwise(segs):
+            if next_first <= lsn:
+                path.unlink()
+                gone += 1
+        if gone:
+            fsync_dir(self.dir)
+        return gone
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]

@@ -1,0 +1,171 @@
+"""The write-ahead log (psoup/storage/log.py) on real files: records come back in order
+across segments, a torn last record is cut off with a warning, damage elsewhere refuses
+to read, a full disk leaves the log as it was, and group commit shares fsyncs."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from psoup.storage import log as wal
+from psoup.storage.log import Log, LogCorruptError, StorageFullError, Sync
+
+
+def _payloads(n: int) -> list[bytes]:
+    return [bytes([i % 251]) * (i * 37 % 1000) for i in range(n)]
+
+
+def _write(d: Path, payloads, sync: str = "batch", segment_bytes: int = 4096) -> None:
+    log = Log(d, 1, Sync.parse(sync), segment_bytes)
+    for p in payloads:
+        log.wait(log.append(p))
+    log.close()
+
+
+def test_records_come_back_in_order_across_segments(tmp_path: Path) -> None:
+    ps = _payloads(300)
+    _write(tmp_path, ps)
+    assert len(wal.segments(tmp_path)) > 10
+    assert list(wal.read_log(tmp_path)) == list(enumerate(ps, start=1))
+    assert [lsn for lsn, _ in wal.read_log(tmp_path, after=250)] == list(range(251, 301))
+    assert wal.last_lsn(tmp_path) == 300
+
+
+def test_appending_resumes_after_the_last_record(tmp_path: Path) -> None:
+    ps = _payloads(50)
+    _write(tmp_path, ps[:20])
+    log = Log(tmp_path, wal.last_lsn(tmp_path) + 1, Sync.parse("off"), 4096)
+    for p in ps[20:]:
+        log.append(p)
+    log.close()
+    assert [p for _, p in wal.read_log(tmp_path)] == ps
+
+
+@pytest.mark.parametrize("cut", [1, wal.FRAME_BYTES - 1, wal.FRAME_BYTES + 1, -1])
+def test_a_torn_last_record_is_dropped_with_a_warning(tmp_path: Path, cut: int) -> None:
+    ps = [b"a" * 100, b"b" * 100, b"c" * 100]
+    _write(tmp_path, ps, segment_bytes=1 << 20)
+    (_, path) = wal.segments(tmp_path)[-1]
+    size = path.stat().st_size
+    start = size - (wal.FRAME_BYTES + 100)  # where record 3 begins
+    with open(path, "r+b") as f:
+        f.truncate(start + cut if cut > 0 else size + cut)  # -1: the payload's last byte
+    with pytest.warns(RuntimeWarning, match=rf"{path.name}.*offset {start}"):
+        got = list(wal.read_log(tmp_path))
+    assert got == [(1, ps[0]), (2, ps[1])]
+    assert path.stat().st_size == start  # repaired: the next append goes right after
+    log = Log(tmp_path, 3, Sync.parse("batch"), 1 << 20)
+    log.wait(log.append(b"d"))
+    log.close()
+    assert [p for _, p in wal.read_log(tmp_path)] == [ps[0], ps[1], b"d"]
+
+
+def test_a_last_record_with_a_bad_checksum_is_a_torn_write(tmp_path: Path) -> None:
+    _write(tmp_path, [b"a" * 100, b"b" * 100], segment_bytes=1 << 20)
+    (_, path) = wal.segments(tmp_path)[-1]
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # the last page never reached the disk
+    path.write_bytes(bytes(data))
+    with pytest.warns(RuntimeWarning, match="torn last record"):
+        assert [lsn for lsn, _ in wal.read_log(tmp_path)] == [1]
+
+
+def test_a_flipped_byte_before_the_last_record_refuses_to_read(tmp_path: Path) -> None:
+    _write(tmp_path, [b"a" * 100, b"b" * 100, b"c" * 100], segment_bytes=1 << 20)
+    (_, path) = wal.segments(tmp_path)[-1]
+    data = bytearray(path.read_bytes())
+    data[len(wal.MAGIC) + wal.FRAME_BYTES + 50] ^= 0x01  # inside record 1's payload
+    path.write_bytes(bytes(data))
+    with pytest.raises(LogCorruptError, match=rf"{path.name} at offset 8: record 1 .*checksum"):
+        list(wal.read_log(tmp_path))
+    assert path.read_bytes() == bytes(data)  # nothing was cut
+
+
+def test_damage_in_an_earlier_segment_refuses_to_read(tmp_path: Path) -> None:
+    _write(tmp_path, _payloads(100))
+    (_, first) = wal.segments(tmp_path)[0]
+    with open(first, "r+b") as f:
+        f.truncate(first.stat().st_size - 3)  # only the last segment may be torn
+    with pytest.raises(LogCorruptError, match="cut short"):
+        list(wal.read_log(tmp_path))
+
+
+def test_a_missing_segment_refuses_to_read(tmp_path: Path) -> None:
+    _write(tmp_path, _payloads(100))
+    segs = wal.segments(tmp_path)
+    segs[len(segs) // 2][1].unlink()
+    with pytest.raises(LogCorruptError, match="segment is missing"):
+        list(wal.read_log(tmp_path))
+
+
+def test_a_full_disk_refuses_the_record_and_leaves_the_log_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = Log(tmp_path, 1, Sync.parse("batch"), 1 << 20)
+    log.wait(log.append(b"kept"))
+    real_write = os.write
+
+    def half_then_full(fd, data):  # a real ENOSPC cannot be made without a full filesystem
+        if fd == log._fd and len(data) > 1000:
+            real_write(fd, bytes(data[:500]))
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(StorageFullError, match="is full"):
+        log.append(b"x" * 5000)
+    monkeypatch.setattr(os, "write", real_write)
+    log.wait(log.append(b"after"))
+    log.close()
+    assert list(wal.read_log(tmp_path)) == [(1, b"kept"), (2, b"after")]
+
+
+def test_group_commit_shares_fsyncs_between_writers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append(fd), real(fd)))
+    log = Log(tmp_path, 1, Sync.parse("batch"), 1 << 30)
+    lock = threading.Lock()  # appends are serialised by the engine; waits are not
+
+    def writer(k: int) -> None:
+        for i in range(50):
+            with lock:
+                lsn = log.append(b"%d:%d" % (k, i))
+            log.wait(lsn)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    log.close()
+    assert wal.last_lsn(tmp_path) == 400
+    assert len(calls) < 400  # one fsync covered several records
+    assert sorted(p for _, p in wal.read_log(tmp_path)) == sorted(
+        b"%d:%d" % (k, i) for k in range(8) for i in range(50)
+    )
+
+
+def test_sync_modes_parse_and_name_a_bad_one() -> None:
+    assert str(Sync.parse("interval=10")) == "interval=10"
+    assert Sync.parse("off").mode == "off"
+    for bad in ("interval=0", "interval=x", "sometimes", "interval"):
+        with pytest.raises(ValueError, match="bad sync mode"):
+            Sync.parse(bad)
+
+
+def test_dropping_segments_keeps_the_one_being_written(tmp_path: Path) -> None:
+    log = Log(tmp_path, 1, Sync.parse("off"), 4096)
+    for p in _payloads(200):
+        log.append(p)
+    n = len(wal.segments(tmp_path))
+    assert log.drop_before(10**9) == n - 1
+    log.append(b"more")
+    log.close()
+    assert list(wal.read_log(tmp_path))[-1] == (201, b"more")
