@@ -12,6 +12,8 @@ Embedded use, in the spirit of sqlite3::
 
 from __future__ import annotations
 
+import os
+
 from psoup.engine import Engine, InsertResult
 from psoup.errors import (
     AlreadyExistsError,
@@ -56,12 +58,20 @@ __version__ = "0.1.0"
 
 
 def connect(
+    path: str | os.PathLike | None = None,
     strategy: str = "psoup-p",
     block_rows: int = 4096,
     index_budget_bytes: int = 64 << 20,
     segment_blocks: int = 64,
+    sync: str = "batch",
 ) -> Engine:
-    """An in-process engine.
+    """An in-process engine: durable in the data directory ``path``, else in memory.
+
+    With ``path`` (created if missing) every change is logged there before the call
+    returns and the engine comes back from it, as it was, when ``path`` is opened
+    again; ``sync`` is ``"batch"`` (each change forced to disk before the call returns),
+    ``"interval=MS"`` or ``"off"`` (docs/DURABILITY.md). Without it nothing is kept, as
+    sqlite3's ``":memory:"``. One process at a time may hold a directory.
 
     ``strategy`` is ``"psoup-p"`` (materialise matches, window at invoke; the default),
     ``"psoup-c"`` (keep each query's current window) or ``"nomat"`` (evaluate at invoke).
@@ -69,9 +79,15 @@ def connect(
     tests); ``index_budget_bytes`` bounds each interval index's stabbing table;
     ``segment_blocks`` is how many sealed blocks one stored-data index spans.
     """
-    return Engine(
+    engine = Engine(
         strategy=strategy,
         block_rows=block_rows,
         index_budget_bytes=index_budget_bytes,
         segment_blocks=segment_blocks,
     )
+    if path is not None:
+        from psoup.storage.durable import DataDir
+        from psoup.storage.log import Sync
+
+        DataDir(path, Sync.parse(sync), wait_each=True).recover(engine)
+    return engine

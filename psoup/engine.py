@@ -74,6 +74,7 @@ class Query:
     params: dict = field(default_factory=dict)
     registered_at: float = field(default_factory=time.time)
     invocations: int = 0
+    owner: str | None = None  # the client that registered it (the server's auth id)
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,15 @@ class Engine:
         self._subs_by_qid: dict[int, set[int]] = {}
         self._next_sub = 1
         self._triggers: dict[str, list[Callable]] = {}  # stream -> batch callbacks
+        # Durable mode (psoup/storage): called with each change, (op, fields, columns),
+        # after it is validated and before it is made; a change it refuses is not made.
+        self.journal: Callable[[str, dict, list], None] | None = None
+        self._quiet = 0  # > 0 inside a logged change: its own inner steps are not logged
+        self.storage = None  # the open data directory (psoup.storage.durable.DataDir)
+
+    def _log(self, op: str, fields: dict, columns: Sequence[np.ndarray] = ()) -> None:
+        if self.journal is not None and not self._quiet:
+            self.journal(op, fields, list(columns))
 
     # ================================================================ streams
     def create_stream(
@@ -139,6 +149,11 @@ class Engine:
         with self.lock:
             if name in self.streams:
                 raise AlreadyExistsError(f"stream {name!r} already exists")
+            self._log(
+                "create_stream",
+                {"name": name, "schema": [list(a) for a in zip(sch.names, sch.types, strict=True)],
+                 "time": time, "max_window": max_window},
+            )  # fmt: skip
             self.streams[name] = Stream(
                 name, sch, max_window, DataSteM(sch, self.block_rows, self.segment_blocks)
             )
@@ -153,6 +168,7 @@ class Engine:
                     f"stream {name!r} is read by {len(st.queries)} registered queries; "
                     "unregister them first"
                 )
+            self._log("drop_stream", {"name": name})
             del self.streams[name]
 
     def _stream(self, name: str) -> Stream:
@@ -200,21 +216,26 @@ class Engine:
             if n > 1 and not bool(np.all(ts[1:] >= ts[:-1])):
                 order = np.argsort(ts, kind="stable")
             # Nothing below can fail on user input.
-            affected = [self._by_qid[qid] for qid in sorted(st.queries)]
-            for q in affected:
-                self._detach(q)
-            self.strategy.reset_stream(name)
-            st.stem = DataSteM(st.schema, self.block_rows, self.segment_blocks)
-            st.last_ts = None
-            st.tuples_ingested = 0
-            step = self._REPLACE_CHUNK_ROWS
-            parts = []
-            for a in range(0, max(n, 1), step):
-                rows = slice(a, a + step) if order is None else order[a : a + step]
-                parts.append(self._ingest(st, [c[rows] for c in cols]))
-            del order
-            for q in affected:
-                self._attach(q)
+            self._log("replace", {"stream": name}, cols)
+            self._quiet += 1  # its chunks are in the record
+            try:
+                affected = [self._by_qid[qid] for qid in sorted(st.queries)]
+                for q in affected:
+                    self._detach(q)
+                self.strategy.reset_stream(name)
+                st.stem = DataSteM(st.schema, self.block_rows, self.segment_blocks)
+                st.last_ts = None
+                st.tuples_ingested = 0
+                step = self._REPLACE_CHUNK_ROWS
+                parts = []
+                for a in range(0, max(n, 1), step):
+                    rows = slice(a, a + step) if order is None else order[a : a + step]
+                    parts.append(self._ingest(st, [c[rows] for c in cols]))
+                del order
+                for q in affected:
+                    self._attach(q)
+            finally:
+                self._quiet -= 1
             return InsertResult(
                 parts[0].first_id,
                 parts[-1].last_id,
@@ -227,6 +248,7 @@ class Engine:
         check_time(st.schema, cols, st.last_ts)
         if not n:
             return InsertResult(self._next_tid, self._next_tid - 1, 0, 0)
+        self._log("insert", {"stream": st.name}, cols)
         # Nothing below can fail on user input: the batch is now applied whole.
         tids = np.arange(self._next_tid, self._next_tid + n, dtype=np.int64)
         self._next_tid += n
@@ -248,8 +270,13 @@ class Engine:
         self.matches_marked += marked
         if self._subs_by_qid:
             self._notify(st, first, int(tids[0]))
-        for trigger in self._triggers.get(st.name, ()):
-            trigger(dict(zip(st.schema.names, cols, strict=True)))
+        if triggers := self._triggers.get(st.name):
+            self._quiet += 1  # what a trigger inserts follows from the batch, logged already
+            try:
+                for trigger in triggers:
+                    trigger(dict(zip(st.schema.names, cols, strict=True)))
+            finally:
+                self._quiet -= 1
         return InsertResult(int(tids[0]), int(tids[-1]), n, marked)
 
     def add_trigger(self, stream: str, fn: Callable[[dict[str, np.ndarray]], None]) -> None:
@@ -262,19 +289,41 @@ class Engine:
             self._triggers.setdefault(stream, []).append(fn)
 
     # =============================================================== register
-    def register(self, text: str, params: Mapping[str, object] | None = None) -> str:
+    def register(
+        self, text: str, params: Mapping[str, object] | None = None, owner: str | None = None
+    ) -> str:
         """Register a standing query; returns its handle (128 random bits, hex).
 
         Raises a QueryError subclass (with line and column) when the text is refused.
-        Cost: the new query probes the stored data of its streams (new query x old data).
+        ``owner`` is kept with it (the server's client id). Cost: the new query probes
+        the stored data of its streams (new query x old data).
         """
+        return self.restore_query(secrets.token_hex(16), text, params, owner, time.time())
+
+    def restore_query(
+        self,
+        handle: str,
+        text: str,
+        params: Mapping[str, object] | None,
+        owner: str | None,
+        registered_at: float,
+    ) -> str:
+        """Register a query under a given handle and registration time (recovery uses it
+        to bring a query back as it was); returns the handle. As ``register`` otherwise."""
         with self.lock:
             spec = compile_query(text, params, self.schemas())
             plan = Plan(spec, self.schemas())
+            if handle in self.queries:
+                raise AlreadyExistsError(f"handle {handle!r} is registered already")
+            self._log(
+                "register",
+                {"handle": handle, "text": text, "params": dict(params or {}), "owner": owner,
+                 "registered_at": registered_at},
+            )  # fmt: skip
             qid = self._next_qid
             self._next_qid += 1
-            handle = secrets.token_hex(16)
-            q = Query(qid, handle, spec, plan, [], text, dict(params or {}))
+            q = Query(qid, handle, spec, plan, [], text, dict(params or {}), registered_at)
+            q.owner = owner
             self.queries[handle] = q
             self._by_qid[qid] = q
             self._attach(q)
@@ -410,6 +459,7 @@ class Engine:
         """Forget a query: its index entries and result column are freed."""
         with self.lock:
             q = self._query(handle)
+            self._log("unregister", {"handle": handle})
             self._detach(q)
             del self.queries[handle]
             del self._by_qid[q.qid]
@@ -622,8 +672,13 @@ class Engine:
             }
 
     def close(self) -> None:
-        """Release the engine's state (streams and queries are forgotten)."""
+        """Release the engine's state (streams and queries are forgotten; a durable
+        engine's log is forced to disk and its data directory released)."""
         with self.lock:
+            if self.storage is not None:
+                self.storage.close()
+                self.storage = None
+                self.journal = None
             self.streams.clear()
             self.queries.clear()
             self._by_qid.clear()

@@ -1,0 +1,115 @@
+"""A durable engine (``psoup.connect(path)``) closed and opened again at random moments of
+a random program answers every invoke as the brute-force oracle does, which has never
+stopped: streams, tuples and their ids, queries, handles and results all come back.
+Plus what the data directory promises on its own: one process at a time, owners and
+registration times kept, a torn last record dropped."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import Program, programs
+from test_property import Runner, _Engine, _settings
+
+import psoup
+from psoup.storage import log as wal
+from psoup.storage.durable import DirectoryBusyError
+
+
+class ReopeningRunner(Runner):
+    """Runs a program on one durable engine that is closed and opened again after the
+    steps in ``reopen_after``, in lockstep with the oracle (Runner does the comparing)."""
+
+    def __init__(self, program: Program, reopen_after: set[int], path: Path, strategy: str):
+        super().__init__(program, strategies=())
+        self.path, self.strategy, self.reopen_after = path, strategy, reopen_after
+        self.engines = [_Engine(f"{strategy}, reopened", self._open())]
+        self.steps_done = 0
+        self.reopened = 0
+
+    def _open(self):
+        return psoup.connect(
+            self.path, strategy=self.strategy, block_rows=self.program.block_rows,
+            segment_blocks=2, sync="off",
+        )  # fmt: skip
+
+    def check_invariants(self) -> None:  # called after every step
+        super().check_invariants()
+        self.steps_done += 1
+        if self.steps_done in self.reopen_after:
+            for e in self.engines:
+                e.db.close()
+                e.db = self._open()
+            self.reopened += 1
+            super().check_invariants()
+
+
+@st.composite
+def reopening_programs(draw: st.DrawFn) -> tuple[Program, set[int], str]:
+    program = draw(programs())
+    reopen = draw(st.sets(st.integers(1, len(program.steps)), min_size=1, max_size=4))
+    return program, reopen, draw(st.sampled_from(("psoup-p", "psoup-c", "nomat")))
+
+
+@_settings(60)
+@given(reopening_programs())
+def test_a_reopened_engine_answers_as_one_that_never_stopped(case) -> None:
+    program, reopen, strategy = case
+    with tempfile.TemporaryDirectory(prefix="psoup-durable-") as tmp:
+        runner = ReopeningRunner(program, reopen, Path(tmp), strategy)
+        runner.run()
+        assert runner.reopened == len(reopen)
+
+
+def test_owner_handle_and_registration_time_come_back(tmp_path: Path) -> None:
+    db = psoup.connect(tmp_path)
+    db.create_stream("r", {"a": "int", "t": "int"}, time="t", max_window=5)
+    db.insert("r", [(i, i) for i in range(20)])
+    h = db.register("SELECT * FROM r WHERE r.a > :x BEGIN NOW - 3 END NOW", {"x": 15}, owner="c1")
+    before = db.describe(h)
+    answer = db.invoke(h)
+    stored = db.stats()["streams"]["r"]
+    db.close()
+    db = psoup.connect(tmp_path)
+    q = db.describe(h)
+    assert (q.owner, q.text, q.params, q.registered_at) == (
+        "c1", before.text, {"x": 15}, before.registered_at,
+    )  # fmt: skip
+    again = db.invoke(h)
+    assert (
+        (again.rows, again.now)
+        == (answer.rows, answer.now)
+        == ([(16, 16), (17, 17), (18, 18), (19, 19)], 19)
+    )
+    assert db.stats()["streams"]["r"] == stored  # retention (max_window) as it was
+    db.close()
+
+
+def test_two_engines_never_share_a_directory(tmp_path: Path) -> None:
+    db = psoup.connect(tmp_path)
+    with pytest.raises(DirectoryBusyError, match=rf"{tmp_path} is in use by process \d+"):
+        psoup.connect(tmp_path)
+    db.close()
+    psoup.connect(tmp_path).close()  # free again once closed
+
+
+def test_a_torn_last_batch_is_absent_and_the_rest_is_kept(tmp_path: Path) -> None:
+    db = psoup.connect(tmp_path)
+    db.create_stream("r", {"a": "int", "t": "int"}, time="t")
+    h = db.register("SELECT COUNT(*) FROM r BEGIN 0 END NOW")
+    db.insert("r", [(1, 1), (2, 2)])
+    db.insert("r", [(3, 3), (4, 4), (5, 5)])
+    db.close()
+    (_, seg) = wal.segments(tmp_path / "wal")[-1]
+    with open(seg, "r+b") as f:
+        f.truncate(seg.stat().st_size - 5)  # the last batch's write was cut short
+    with pytest.warns(RuntimeWarning, match="torn last record"):
+        db = psoup.connect(tmp_path)
+    assert db.invoke(h).rows == [(2,)]
+    db.insert("r", [(6, 6)])  # appends go on after the cut
+    db.close()
+    assert psoup.connect(tmp_path).invoke(h).rows == [(3,)]
