@@ -106,6 +106,15 @@ def _seconds_or_never(text: str) -> float:
     return _duration(text, zero_ok=True)
 
 
+def _sync_mode(text: str) -> str:
+    from psoup.storage.log import Sync
+
+    try:
+        return str(Sync.parse(text))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _port(text: str) -> int:
     try:
         v = int(text)
@@ -292,6 +301,30 @@ def _add_serve(sub) -> None:
         "alerts once per vehicle, direction and segment as the original validator expects "
         "(validator, the default) or at every crossing as the spec's text says "
         "(every-crossing)",
+    )
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        type=Path,
+        help="keep streams, tuples, queries and handles in DIR and recover them from it on "
+        "start (default: $PSOUP_DATA_DIR, else $XDG_DATA_HOME/psoup, else "
+        "~/.local/share/psoup); one server at a time per directory",
+    )
+    where.add_argument(
+        "--in-memory",
+        action="store_true",
+        help="keep nothing: a restart starts empty",
+    )
+    serve.add_argument(
+        "--sync",
+        type=_sync_mode,
+        default="batch",
+        metavar="MODE",
+        help="when a change is forced to disk: batch (before it is acknowledged, one fsync "
+        "shared by concurrent clients; the default), interval=MS (every MS milliseconds: "
+        "power loss may lose the last MS, a process crash nothing) or off (when the OS "
+        "likes: safe from a process crash only); docs/DURABILITY.md",
     )
     serve.add_argument("--tls-cert", metavar="FILE", help="PEM certificate chain (needs --tls-key)")
     serve.add_argument("--tls-key", metavar="FILE", help="PEM private key (needs --tls-cert)")
@@ -651,6 +684,8 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if bool(args.tls_cert) != bool(args.tls_key):
         parser.error("serve: --tls-cert and --tls-key go together")
     from psoup.server import ServerConfig, serve_forever
+    from psoup.storage.durable import default_data_dir
+    from psoup.storage.log import LogCorruptError
 
     config = ServerConfig(
         host=args.host,
@@ -666,10 +701,15 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         ingest_queue_batches=args.ingest_queue_batches,
         freeze_heap_every=args.freeze_heap_every,
         linear_road=args.linear_road,
+        data_dir=None if args.in_memory else str(args.data_dir or default_data_dir()),
+        sync=args.sync,
     )
     try:
         return serve_forever(config)
-    except (ValueError, RuntimeError, OSError) as err:  # bad token file, TLS files, port
+    except LogCorruptError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except (ValueError, RuntimeError, OSError) as err:  # bad token file, TLS files, port, lock
         print(f"error: {err}", file=sys.stderr)
         return 1
 

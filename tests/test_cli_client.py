@@ -434,7 +434,7 @@ def test_subscribe_exits_on_ctrl_c_while_waiting_for_events(server, round_) -> N
 
 def test_serve_subprocess_driven_by_cli_subprocesses(tmp_path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "psoup", "serve", "--port", "0"],
+        [sys.executable, "-m", "psoup", "serve", "--port", "0", "--data-dir", str(tmp_path / "d")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

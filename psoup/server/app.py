@@ -19,6 +19,8 @@ from psoup.server.auth import Authenticator, load_tokens
 from psoup.server.config import ServerConfig
 from psoup.server.servicer import PSoupServicer
 from psoup.server.worker import EngineWorker
+from psoup.storage.durable import DataDir
+from psoup.storage.log import Sync
 
 SERVICE = pb.DESCRIPTOR.services_by_name["PSoup"].full_name
 
@@ -45,6 +47,8 @@ class RunningServer:
         self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
         self.worker.stop()
+        if self.engine.storage is not None:
+            self.engine.storage.close()
 
     def wait_for_termination(self, timeout: float | None = None) -> bool:
         return self.server.wait_for_termination(timeout)
@@ -57,16 +61,35 @@ def start_server(config: ServerConfig) -> RunningServer:
     cannot be bound.
     """
     tokens = load_tokens(config.auth_tokens_file) if config.auth_tokens_file else None
+    sync = Sync.parse(config.sync)
+    # Taken first: a second server on the same directory stops here, before the port.
+    data = DataDir(config.data_dir, sync) if config.data_dir else None
     engine = psoup.connect(strategy=config.strategy)
     worker = EngineWorker(config.ingest_queue_batches, config.freeze_heap_every)
-    if config.linear_road:
-        from psoup.linear_road.streams import install
+    try:
+        if config.linear_road:
+            from psoup.linear_road.streams import install
 
-        worker.call(lambda: install(engine, config.linear_road))
+            # The application first, so that replaying the log drives its triggers.
+            worker.call(lambda: install(engine, config.linear_road))
+        if data is not None:
+            rec = worker.call(lambda: data.recover(engine))
+            print(
+                f"psoup: data directory {data.path} (sync {sync}): {rec.records:,} log records "
+                f"replayed in {rec.seconds:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+    except BaseException:
+        worker.stop()
+        if data is not None:
+            data.close()
+        raise
     servicer = PSoupServicer(engine, worker, Authenticator(tokens), config)
     options = [
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", config.max_message_bytes),
+        ("grpc.so_reuseport", 0),  # a busy port is an error, not a shared one
     ]
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers), options=options)
     pb_grpc.add_PSoupServicer_to_server(servicer, server)
@@ -92,7 +115,9 @@ def start_server(config: ServerConfig) -> RunningServer:
         port = server.add_insecure_port(address)
     if not port:
         worker.stop()
-        raise RuntimeError(f"cannot bind {address}")
+        if data is not None:
+            data.close()
+        raise RuntimeError(f"cannot bind {address} (is another server using it?)")
     server.start()
     for name in ("", SERVICE):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -27,3 +27,7 @@ class ServerConfig:
     # Declare Linear Road's streams and run its toll network with this convention
     # (None: not at all; 'validator' or 'every-crossing').
     linear_road: str | None = None
+    # Keep everything in this data directory and recover from it on start (None: in
+    # memory only; ``psoup serve`` picks a default directory unless --in-memory).
+    data_dir: str | None = None
+    sync: str = "batch"  # batch | interval=MS | off (psoup/storage/log.py: Sync)

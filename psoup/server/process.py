@@ -10,10 +10,12 @@ from pathlib import Path
 
 
 class ServerProcess:
-    """A ``psoup serve --port 0`` child; ``target`` is its HOST:PORT once started."""
+    """A ``psoup serve --port 0`` child; ``target`` is its HOST:PORT once started. It keeps
+    its data in ``data_dir``, or in memory when that is None."""
 
-    def __init__(self, *args: str):
-        cmd = [sys.executable, "-m", "psoup", "serve", "--port", "0", *args]
+    def __init__(self, *args: str, data_dir: Path | None = None):
+        where = ["--data-dir", str(data_dir)] if data_dir is not None else ["--in-memory"]
+        cmd = [sys.executable, "-m", "psoup", "serve", "--port", "0", *where, *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()  # "psoup serving on HOST:PORT" once ready
         if not line.startswith("psoup serving on "):

@@ -34,11 +34,14 @@ from psoup.server.config import ServerConfig
 from psoup.server.loads import Loads, UnknownLoad
 from psoup.server.metrics import Metrics, release_free_memory, rss_bytes
 from psoup.server.worker import EngineWorker, QueueFull
+from psoup.storage.log import StorageError, StorageFullError
 
 _STATUS = (
     (NotFoundError, grpc.StatusCode.NOT_FOUND),
     (AlreadyExistsError, grpc.StatusCode.ALREADY_EXISTS),
     (PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
+    (StorageFullError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (StorageError, grpc.StatusCode.UNAVAILABLE),
     (PSoupError, grpc.StatusCode.INVALID_ARGUMENT),
     (codec.CodecError, grpc.StatusCode.INVALID_ARGUMENT),
 )
@@ -135,6 +138,11 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         self._lock = threading.Lock()
         self._owners: dict[str, str] = {}  # handle -> client id
         self._per_client: Counter[str] = Counter()
+        for handle, q in engine.queries.items():  # recovered from the data directory
+            if q.owner is not None:
+                self._owners[handle] = q.owner
+                self._per_client[q.owner] += 1
+        self.storage = engine.storage  # None in memory
         self._subscriptions = 0
         self.loads = Loads()
 
@@ -160,6 +168,13 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 grpc.StatusCode.PERMISSION_DENIED,
                 "handle: the query belongs to another client",
             )
+
+    def _kept(self) -> None:
+        """Return once every change made so far, this call's included, is durable (at
+        once in memory); raises StorageError when it cannot be. Runs on the caller's
+        thread, so concurrent calls share one fsync (group commit)."""
+        if self.storage is not None:
+            self.storage.wait()
 
     def _unary(self, context, fn):
         try:
@@ -187,7 +202,9 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 self.engine.create_stream(request.name, schema, time=request.time, max_window=mw)
                 return _stream_info(self.engine, request.name)
 
-            return self.worker.call(create)
+            info = self.worker.call(create)
+            self._kept()
+            return info
 
         return self._unary(context, run)
 
@@ -219,6 +236,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         def run():
             self._client(context)
             self.worker.call(lambda: self.engine.drop_stream(request.name))
+            self._kept()
             return pb.DropStreamResponse()
 
         return self._unary(context, run)
@@ -302,6 +320,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             raise Abort(
                 _status_of(exc)[0], f"batch {req.batch_id} (stream {req.stream!r}): {exc}"
             ) from None
+        self._kept()
         self.metrics.ingested(res.count)
         ack = pb.IngestAck(batch_id=req.batch_id, rows=res.count, matches=res.matches)
         if res.count:
@@ -357,13 +376,14 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             try:
 
                 def register():
-                    handle = self.engine.register(request.text, params)
+                    handle = self.engine.register(request.text, params, owner=client)
                     q = self.engine.queries[handle]
                     with self._lock:
                         self._owners[handle] = client
                     return handle, q
 
                 handle, q = self.worker.call(register)
+                self._kept()
             except BaseException:
                 with self._lock:
                     self._per_client[client] -= 1
@@ -484,6 +504,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             client = self._client(context)
             self._own(client, request.handle)
             self.worker.call(lambda: self.engine.unregister(request.handle))
+            self._kept()
             with self._lock:
                 owner = self._owners.pop(request.handle, client)
                 self._per_client[owner] -= 1
@@ -608,6 +629,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 return self.engine.replace_contents(load.stream, box.pop())
 
             res = self.worker.call(apply)
+            self._kept()
             release_free_memory()
             out = pb.CommitLoadResponse(rows=res.count)
             if res.count:

@@ -1,0 +1,191 @@
+"""Crash tests: ``psoup serve --data-dir`` killed with SIGKILL at random moments while
+several clients ingest, register, unregister and invoke, then started again on the same
+directory. After every restart each stream holds exactly its acknowledged batches, in
+order (plus, at most, the one batch in flight when the kill came, wholly or not at all),
+every acknowledged handle that was not unregistered works with the same owner, and every
+invoke equals the brute-force oracle's answer over those contents."""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+from oracle import Oracle, rows_equal
+
+from clients import PSoupClient, PSoupRpcError
+from clients.errors import NotFound, PermissionDenied
+from psoup.server.process import ServerProcess
+
+CLIENTS = 3
+ROUNDS = 20  # kill points in the normal suite
+SCHEMA = {"a": "int", "b": "int", "t": "int"}
+TEMPLATES = (
+    "SELECT * FROM {s} WHERE {s}.a < :x BEGIN NOW - 6 END NOW",
+    "SELECT {s}.t, {s}.b FROM {s} WHERE {s}.b BETWEEN :x AND 6 BEGIN 0 END NOW",
+    "SELECT COUNT(*), SUM({s}.a) FROM {s} WHERE {s}.a >= :x BEGIN NOW - 10 END NOW",
+    "SELECT {s}.b, MAX({s}.a) FROM {s} WHERE {s}.t > :x GROUP BY {s}.b BEGIN 0 END NOW",
+)
+JOIN = "SELECT * FROM s0 AS x, s1 AS y WHERE x.a = y.b BEGIN NOW - 4 END NOW"
+
+
+@dataclass
+class Client:
+    """What one client was told (acknowledged) and what it was doing when the server died."""
+
+    stream: str
+    rng: random.Random
+    next_t: int = 0
+    batches: list[list[tuple]] = field(default_factory=list)  # acknowledged, in order
+    in_flight: list[tuple] | None = None  # a batch sent but not acknowledged
+    handles: dict[str, tuple[str, dict]] = field(default_factory=dict)  # handle -> query
+    unregistering: str | None = None  # an unregister sent but not acknowledged
+    gone: list[str] = field(default_factory=list)  # acknowledged unregistrations
+
+
+class Round:
+    """One server life: check what the last one left, then work until the kill."""
+
+    def __init__(self, data: Path, clients: list[Client], kill_after: int):
+        self.srv = ServerProcess(data_dir=data)
+        self.clients = clients
+        self.kill_after = kill_after
+        self.acks = 0
+        self.lock = threading.Lock()
+
+    def ack(self) -> None:
+        with self.lock:
+            self.acks += 1
+            if self.acks == self.kill_after:
+                self.srv.proc.kill()  # SIGKILL, right after an acknowledgement
+
+    def check_recovered(self, first: bool) -> None:
+        oracle = Oracle()
+        with PSoupClient(self.srv.target, timeout=30) as c:
+            if first:
+                for cl in self.clients:
+                    c.create_stream(cl.stream, SCHEMA, time="t")
+                return
+            for cl in self.clients:
+                oracle.create_stream(cl.stream, SCHEMA, "t", None)
+                got = _rows(c, cl.stream)
+                kept = [r for b in cl.batches for r in b]
+                if cl.in_flight is not None and got == kept + cl.in_flight:
+                    cl.batches.append(cl.in_flight)  # it made it to the log before the kill
+                    kept = got
+                assert got == kept, f"{cl.stream}: {len(got)} rows, {len(kept)} acknowledged"
+                cl.in_flight = None
+                if kept:
+                    oracle.insert(cl.stream, kept)
+                if cl.unregistering is not None:
+                    try:
+                        c.invoke(cl.unregistering)
+                    except NotFound:
+                        del cl.handles[cl.unregistering]
+                        cl.gone.append(cl.unregistering)
+                    cl.unregistering = None
+                for h in cl.gone:
+                    with pytest.raises(NotFound):
+                        c.invoke(h)
+            for cl in self.clients:
+                for h, (text, params) in cl.handles.items():
+                    mine = oracle.register(text, params)
+                    res = c.invoke(h)
+                    columns, rows = oracle.invoke(mine)
+                    assert res.columns == columns, text
+                    assert res.now == oracle.current_now(mine), text
+                    assert rows_equal(rows, res.rows), f"{text} {params}: {rows} != {res.rows}"
+                    assert c.describe_query(h).text == text
+
+    def work(self, cl: Client) -> None:
+        with PSoupClient(self.srv.target, timeout=30, batch_rows=1000) as c:
+            try:
+                while True:
+                    self.step(c, cl)
+            except PSoupRpcError:
+                return  # the server is gone
+
+    def step(self, c: PSoupClient, cl: Client) -> None:
+        r = cl.rng.random()
+        if r < 0.6:
+            n = cl.rng.randint(1, 20)
+            batch = []
+            for _ in range(n):
+                cl.next_t += cl.rng.randint(0, 2)
+                batch.append((cl.rng.randint(0, 6), cl.rng.randint(0, 6), cl.next_t))
+            cl.in_flight = batch
+            c.insert(cl.stream, batch)
+            cl.batches.append(batch)
+            cl.in_flight = None
+        elif r < 0.8:
+            if cl.stream == "s0" and cl.rng.random() < 0.2:
+                text, params = JOIN, {}
+            else:
+                text = cl.rng.choice(TEMPLATES).format(s=cl.stream)
+                params = {"x": cl.rng.randint(0, 6)}
+            h = c.register(text, params)
+            cl.handles[h] = (text, params)
+        elif r < 0.85 and cl.handles:
+            h = cl.rng.choice(sorted(cl.handles))
+            cl.unregistering = h
+            c.unregister(h)
+            del cl.handles[h]
+            cl.gone.append(h)
+            cl.unregistering = None
+        elif cl.handles:
+            c.invoke(cl.rng.choice(sorted(cl.handles)))
+        self.ack()
+
+    def run(self) -> None:
+        threads = [threading.Thread(target=self.work, args=(cl,)) for cl in self.clients]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not any(t.is_alive() for t in threads), "a client hung after the kill"
+        self.srv.proc.wait(timeout=30)
+
+
+def _rows(c: PSoupClient, stream: str) -> list[tuple]:
+    rows = []
+    for page in c.read_stream(stream):
+        cols = [np.asarray(page[a]).tolist() for a in SCHEMA]
+        rows.extend(zip(*cols, strict=True))
+    return rows
+
+
+def test_a_killed_server_keeps_everything_it_acknowledged(tmp_path: Path) -> None:
+    rng = random.Random(20261125)
+    clients = [Client(f"s{i}", random.Random(rng.random())) for i in range(CLIENTS)]
+    for i in range(ROUNDS + 1):
+        rnd = Round(tmp_path / "data", clients, kill_after=rng.randint(1, 40))
+        try:
+            rnd.check_recovered(first=i == 0)
+            if i < ROUNDS:
+                rnd.run()
+        finally:
+            rnd.srv.stop()
+
+
+def test_a_handle_keeps_its_owner_across_a_kill(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("alice:a-secret\nbob:b-secret\n")
+    args = ("--auth-tokens", str(tokens))
+    with ServerProcess(*args, data_dir=tmp_path / "data") as srv:
+        with PSoupClient(srv.target, token="a-secret", timeout=30) as alice:
+            alice.create_stream("r", SCHEMA, time="t")
+            alice.insert("r", [(1, 2, 3)])
+            h = alice.register("SELECT * FROM r BEGIN 0 END NOW")
+        srv.proc.kill()
+        srv.proc.wait()
+    with ServerProcess(*args, data_dir=tmp_path / "data") as srv:
+        with (
+            PSoupClient(srv.target, token="b-secret", timeout=30) as bob,
+            pytest.raises(PermissionDenied),
+        ):
+            bob.invoke(h)
+        with PSoupClient(srv.target, token="a-secret", timeout=30) as alice:
+            assert alice.invoke(h).rows == [(1, 2, 3)]
