@@ -89,5 +89,10 @@ def connect(
         from psoup.storage.durable import DataDir
         from psoup.storage.log import Sync
 
-        DataDir(path, Sync.parse(sync), wait_each=True).recover(engine)
+        data = DataDir(path, Sync.parse(sync), wait_each=True)
+        try:
+            data.recover(engine)
+        except BaseException:
+            data.close()  # the directory is free again
+            raise
     return engine

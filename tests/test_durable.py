@@ -113,3 +113,37 @@ def test_a_torn_last_batch_is_absent_and_the_rest_is_kept(tmp_path: Path) -> Non
     db.insert("r", [(6, 6)])  # appends go on after the cut
     db.close()
     assert psoup.connect(tmp_path).invoke(h).rows == [(3,)]
+
+
+def test_a_bulk_load_is_one_file_beside_the_log_and_comes_back(tmp_path: Path) -> None:
+    db = psoup.connect(tmp_path)
+    db.create_stream("h", {"v": "int", "name": "str", "x": "float", "t": "int"}, time="t")
+    db.insert("h", [(0, "old", 0.5, 0)])
+    h = db.register("SELECT h.name, SUM(h.x) FROM h WHERE h.v < 3 GROUP BY h.name BEGIN 0 END NOW")
+    n = 10_000
+    cols = {"v": list(range(n)), "name": ["ab"[i % 2] for i in range(n)],
+            "x": [i / 4 for i in range(n)], "t": [n - i for i in range(n)]}  # fmt: skip
+    db.replace_contents("h", cols)
+    expected = db.invoke(h)
+    wal_bytes = sum(p.stat().st_size for _, p in wal.segments(tmp_path / "wal"))
+    db.close()
+    assert wal_bytes < 2000  # the rows are not in the log
+    assert [p.suffix for p in (tmp_path / "loads").iterdir()] == [".arrow"]
+    db = psoup.connect(tmp_path)
+    got = db.invoke(h)
+    assert (got.rows, got.now) == (expected.rows, expected.now) == ([("a", 0.5), ("b", 0.25)], n)
+    assert db.stats()["streams"]["h"]["tuples_stored"] == n
+    db.close()
+
+
+def test_a_missing_load_file_refuses_to_open(tmp_path: Path) -> None:
+    db = psoup.connect(tmp_path)
+    db.create_stream("h", {"v": "int", "t": "int"}, time="t")
+    db.replace_contents("h", {"v": [1], "t": [1]})
+    db.close()
+    for p in (tmp_path / "loads").iterdir():
+        p.unlink()
+    with pytest.raises(wal.LogCorruptError, match=r"loads/.*\.arrow is missing"):
+        psoup.connect(tmp_path)
+    with pytest.raises(wal.LogCorruptError):  # refused again, not "in use"
+        psoup.connect(tmp_path)

@@ -4,6 +4,8 @@
 
     DIR/LOCK    held (flock) by the one process using DIR; says which process that is
     DIR/wal/    the write-ahead log (psoup/storage/log.py)
+    DIR/loads/  a bulk load's rows (``replace``: a Spark hydration's commit), one Arrow
+                IPC file each, named by the LSN of the log record that refers to it
 
 Opening a directory takes its lock, so two processes never share it. ``recover`` replays
 the log into an engine that holds only what the application installed (its streams and
@@ -77,7 +79,7 @@ class DataDir:
         start = time.perf_counter()
         n, last = 0, 0
         for lsn, payload in wal.read_log(self.wal_dir):
-            apply(engine, decode(payload))
+            apply(engine, decode(payload), self.path / "loads")
             n, last = n + 1, lsn
         if not last:
             last = wal.last_lsn(self.wal_dir)
@@ -87,9 +89,30 @@ class DataDir:
         return Recovery(n, last, time.perf_counter() - start)
 
     def _journal(self, op: str, fields: dict, columns: list[np.ndarray]) -> None:
+        if op == "replace":  # in bulk, beside the log: its record only names the file
+            fields = {**fields, "file": self._write_load(columns)}
+            columns = []
         lsn = self.log.append(encode(Record(op, fields, columns)))
         if self.wait_each:
             self.log.wait(lsn)
+
+    def _write_load(self, columns: list[np.ndarray]) -> str:
+        """Write a load's columns to ``loads/<its record's LSN>.arrow``, forced to disk
+        before its record is logged; returns the name. O(rows), no copy of the columns."""
+        import pyarrow as pa
+
+        loads = self.path / "loads"
+        loads.mkdir(exist_ok=True)
+        name = f"{self.log.written_lsn + 1:016x}.arrow"
+        table = pa.table({f"c{i}": _arrow(c) for i, c in enumerate(columns)})
+        tmp = loads / (name + ".tmp")
+        with pa.OSFile(str(tmp), "wb") as f, pa.ipc.new_file(f, table.schema) as w:
+            w.write_table(table, max_chunksize=1 << 20)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, loads / name)
+        wal.fsync_dir(loads)
+        return name
 
     def wait(self) -> None:
         """Return once every change made so far is durable per the sync mode; raises
@@ -107,8 +130,35 @@ class DataDir:
             self._lock_fd = None
 
 
-def apply(engine, rec: Record) -> None:
-    """Make one logged change on ``engine`` (whose journal is not attached yet)."""
+def _arrow(col: np.ndarray):
+    import pyarrow as pa
+
+    return pa.array(col.tolist() if col.dtype == object else col)
+
+
+def _read_load(path: Path) -> list[np.ndarray]:
+    """A load file's columns, as numpy arrays (memory-mapped where the type allows)."""
+    import pyarrow as pa
+
+    if not path.exists():
+        raise wal.LogCorruptError(
+            f"{path} is missing: a logged bulk load refers to it; restore the data "
+            "directory from a backup"
+        )
+    # Not closed here: the arrays may map its pages; it closes when they are gone.
+    table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+    out = []
+    for col in table.columns:
+        if pa.types.is_string(col.type):
+            out.append(np.array(col.to_pylist(), dtype=object))
+        else:
+            out.append(col.to_numpy())
+    return out
+
+
+def apply(engine, rec: Record, loads: Path) -> None:
+    """Make one logged change on ``engine`` (whose journal is not attached yet); a bulk
+    load's rows are read from ``loads``."""
     f = rec.fields
     try:
         if rec.op == "insert":
@@ -126,9 +176,8 @@ def apply(engine, rec: Record) -> None:
             engine.unregister(f["handle"])
         elif rec.op == "replace":
             st = engine.streams[f["stream"]]
-            engine.replace_contents(
-                f["stream"], dict(zip(st.schema.names, rec.columns, strict=True))
-            )
+            cols = rec.columns or _read_load(loads / f["file"])
+            engine.replace_contents(f["stream"], dict(zip(st.schema.names, cols, strict=True)))
         elif rec.op == "drop_stream":
             engine.drop_stream(f["name"])
     except PSoupError:
