@@ -63,7 +63,8 @@ def start_server(config: ServerConfig) -> RunningServer:
     tokens = load_tokens(config.auth_tokens_file) if config.auth_tokens_file else None
     sync = Sync.parse(config.sync)
     # Taken first: a second server on the same directory stops here, before the port.
-    data = DataDir(config.data_dir, sync) if config.data_dir else None
+    app = f"linear-road:{config.linear_road}" if config.linear_road else None
+    data = DataDir(config.data_dir, sync, application=app) if config.data_dir else None
     engine = psoup.connect(strategy=config.strategy)
     worker = EngineWorker(config.ingest_queue_batches, config.freeze_heap_every)
     try:

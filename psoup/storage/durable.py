@@ -3,6 +3,7 @@
 ::
 
     DIR/LOCK    held (flock) by the one process using DIR; says which process that is
+    DIR/psoup.json  the directory's format and the application it was written with
     DIR/wal/    the write-ahead log (psoup/storage/log.py)
     DIR/loads/  a bulk load's rows (``replace``: a Spark hydration's commit), one Arrow
                 IPC file each, named by the LSN of the log record that refers to it
@@ -20,6 +21,7 @@ promises.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sys
 import time
@@ -44,8 +46,16 @@ def default_data_dir() -> Path:
     return Path(base) / "psoup"
 
 
+FORMAT = 1
+
+
 class DirectoryBusyError(RuntimeError):
     """Another process holds the data directory."""
+
+
+class RecoveryError(RuntimeError):
+    """The directory cannot be recovered as it is (wrong application, unknown format):
+    the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -62,15 +72,26 @@ class DataDir:
     durability inside the engine call (embedded use); a server waits outside the engine
     thread instead (``wait``), so concurrent clients share one fsync."""
 
-    def __init__(self, path: Path | str, sync: Sync | None = None, wait_each: bool = False):
+    def __init__(
+        self,
+        path: Path | str,
+        sync: Sync | None = None,
+        wait_each: bool = False,
+        application: str | None = None,
+    ):
         self.path = Path(path)
         self.sync = sync or Sync()
         self.wait_each = wait_each
         self.path.mkdir(parents=True, exist_ok=True)
+        self.log: Log | None = None
         self._lock_fd = _lock(self.path)
+        try:
+            _check_meta(self.path, application)
+        except BaseException:
+            self.close()
+            raise
         self.wal_dir = self.path / "wal"
         self.wal_dir.mkdir(exist_ok=True)
-        self.log: Log | None = None
 
     def recover(self, engine) -> Recovery:
         """Replay the log into ``engine``, then journal its changes here. A record whose
@@ -182,6 +203,37 @@ def apply(engine, rec: Record, loads: Path) -> None:
             engine.drop_stream(f["name"])
     except PSoupError:
         pass
+
+
+def _check_meta(path: Path, application: str | None) -> None:
+    """Write DIR/psoup.json in a new directory; in an old one, refuse a format this
+    version does not read or a different application (its log would be replayed without
+    the triggers that derive the application's state)."""
+    meta = path / "psoup.json"
+    if not meta.exists():
+        tmp = path / "psoup.json.tmp"
+        tmp.write_text(json.dumps({"format": FORMAT, "application": application}) + "\n")
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, meta)
+        wal.fsync_dir(path)
+        return
+    try:
+        info = json.loads(meta.read_text())
+        fmt, app = info["format"], info["application"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise RecoveryError(f"{meta} is not readable ({err}); restore it from a backup") from None
+    if fmt != FORMAT:
+        raise RecoveryError(f"{path} has data format {fmt}; this psoup reads format {FORMAT}")
+    if app != application:
+
+        def name(a):
+            return f"the application {a!r}" if a else "no application"
+
+        raise RecoveryError(
+            f"{path} was written with {name(app)} and is opened with {name(application)}; "
+            "start the server as it was (e.g. --linear-road) or use another --data-dir"
+        )
 
 
 def _lock(path: Path) -> int:
