@@ -77,6 +77,30 @@ class Query:
     owner: str | None = None  # the client that registered it (the server's auth id)
 
 
+@dataclass
+class StreamImage:
+    """One stream in an engine image: its declaration, counters and stored rows."""
+
+    name: str
+    schema: Schema
+    max_window: int | float | None
+    last_ts: int | float | None
+    tuples_ingested: int
+    start_seq: int
+    parts: list[tuple[list[np.ndarray], np.ndarray]]  # (columns, tuple ids) per block
+
+
+@dataclass
+class EngineImage:
+    """What ``Engine.capture`` saw: enough to build the same engine again (results are
+    rebuilt from the data and the queries). ``states``: each application state's bytes."""
+
+    streams: list[StreamImage]
+    queries: list[tuple[str, str, dict, str | None, float]]  # handle, text, params, owner, at
+    next_tid: int
+    states: dict[str, bytes]
+
+
 @dataclass(frozen=True)
 class InsertResult:
     """What an accepted batch got: its global tuple id range and the matches it made."""
@@ -131,6 +155,7 @@ class Engine:
         self.journal: Callable[[str, dict, list], None] | None = None
         self._quiet = 0  # > 0 inside a logged change: its own inner steps are not logged
         self.storage = None  # the open data directory (psoup.storage.durable.DataDir)
+        self._states: dict[str, object] = {}  # application state: name -> snapshot/restore
 
     def _log(self, op: str, fields: dict, columns: Sequence[np.ndarray] = ()) -> None:
         if self.journal is not None and not self._quiet:
@@ -287,6 +312,59 @@ class Engine:
         with self.lock:
             self._stream(stream)
             self._triggers.setdefault(stream, []).append(fn)
+
+    def add_state(self, name: str, state) -> None:
+        """Keep an application's state in checkpoints: ``state.snapshot() -> bytes`` is
+        called under the engine lock, ``state.restore(bytes)`` at recovery (before the log
+        after the checkpoint is replayed through the application's triggers)."""
+        with self.lock:
+            self._states[name] = state
+
+    # ============================================================== snapshots
+    def capture(self) -> EngineImage:
+        """An image of the engine as it is: streams (sealed blocks by reference, since
+        they never change, the open ones copied), queries in registration order, the
+        next tuple id and the application states. Under the lock; O(blocks + queries +
+        states), no copy of stored data."""
+        with self.lock:
+            streams = [
+                StreamImage(st.name, st.schema, st.max_window, st.last_ts, st.tuples_ingested,
+                            st.stem.start_seq, st.stem.parts())
+                for st in self.streams.values()
+            ]  # fmt: skip
+            queries = [
+                (q.handle, q.text, dict(q.params), q.owner, q.registered_at)
+                for q in sorted(self.queries.values(), key=lambda q: q.qid)
+            ]
+            states = {name: st.snapshot() for name, st in self._states.items()}
+            return EngineImage(streams, queries, self._next_tid, states)
+
+    def restore_image(self, img: EngineImage) -> None:
+        """Make this engine (empty but for what an application installed: its streams,
+        triggers and states) hold ``img``: the streams' rows and counters, the states,
+        then the queries registered again over the data, which rebuilds their results.
+        Raises SchemaError when an installed stream differs from the image's."""
+        with self.lock:
+            for si in img.streams:
+                st = self.streams.get(si.name)
+                if st is None:
+                    self.create_stream(si.name, list(zip(si.schema.names, si.schema.types,
+                                                         strict=True)),
+                                       si.schema.time, si.max_window)  # fmt: skip
+                    st = self.streams[si.name]
+                elif (st.schema, st.max_window) != (si.schema, si.max_window):
+                    raise SchemaError(f"stream {si.name!r} is declared differently now")
+                st.stem = DataSteM.restore(
+                    si.schema, si.parts, si.start_seq, self.block_rows, self.segment_blocks
+                )
+                st.last_ts = si.last_ts
+                st.tuples_ingested = si.tuples_ingested
+            self._next_tid = max(self._next_tid, img.next_tid)
+            for name, blob in img.states.items():
+                if name in self._states:
+                    self._states[name].restore(blob)
+            for handle, text, params, owner, at in img.queries:
+                self.restore_query(handle, text, params, owner, at)
 
     # =============================================================== register
     def register(

@@ -161,6 +161,37 @@ class DataSteM:
             return dropped
         return 0
 
+    # -------------------------------------------------------------- snapshot
+    def parts(self) -> list[tuple[list[np.ndarray], np.ndarray]]:
+        """The stored rows as (columns, tuple ids) per block, oldest first: a sealed
+        block's own arrays (appends never touch them again), a copy of the open block's
+        rows. A consistent image to write out while appends go on. O(blocks + B)."""
+        out = []
+        for b in self._blocks:
+            if b.n == self.block_rows:
+                out.append((b.cols, b.tids))
+            else:
+                out.append(([c[: b.n].copy() for c in b.cols], b.tids[: b.n].copy()))
+        return out
+
+    @classmethod
+    def restore(
+        cls,
+        schema: Schema,
+        parts: Sequence[tuple[Sequence[np.ndarray], np.ndarray]],
+        start_seq: int,
+        block_rows: int = 4096,
+        segment_blocks: int = 64,
+    ) -> DataSteM:
+        """A Data SteM holding ``parts`` (as ``parts()`` gave them) from seq ``start_seq``
+        on (0 when it is not a block boundary of this ``block_rows``). O(rows)."""
+        stem = cls(schema, block_rows, segment_blocks)
+        stem._end = start_seq if start_seq % block_rows == 0 else 0
+        for cols, tids in parts:
+            if len(tids):
+                stem.append(cols, tids)
+        return stem
+
     # ------------------------------------------------------------- time search
     def first_seq_at_or_after(self, ts: object) -> int:
         """Smallest stored seq whose timestamp is >= ``ts`` (end_seq if none). O(log n)."""

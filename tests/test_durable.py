@@ -16,32 +16,40 @@ from strategies import Program, programs
 from test_property import Runner, _Engine, _settings
 
 import psoup
+from psoup.engine import Engine
 from psoup.storage import log as wal
-from psoup.storage.durable import DirectoryBusyError
+from psoup.storage.durable import DataDir, DirectoryBusyError
+from psoup.storage.log import Sync
 
 
 class ReopeningRunner(Runner):
     """Runs a program on one durable engine that is closed and opened again after the
-    steps in ``reopen_after``, in lockstep with the oracle (Runner does the comparing)."""
+    steps in ``reopen_after``, in lockstep with the oracle (Runner does the comparing).
+    A close writes a checkpoint or, as a crash, leaves the log alone (``crash``); a
+    checkpoint also starts in the background every ``checkpoint_bytes`` of log."""
 
-    def __init__(self, program: Program, reopen_after: set[int], path: Path, strategy: str):
+    def __init__(self, program: Program, reopen_after: dict[int, bool], path: Path,
+                 strategy: str, checkpoint_bytes: int):  # fmt: skip
         super().__init__(program, strategies=())
         self.path, self.strategy, self.reopen_after = path, strategy, reopen_after
+        self.checkpoint_bytes = checkpoint_bytes
         self.engines = [_Engine(f"{strategy}, reopened", self._open())]
         self.steps_done = 0
         self.reopened = 0
 
-    def _open(self):
-        return psoup.connect(
-            self.path, strategy=self.strategy, block_rows=self.program.block_rows,
-            segment_blocks=2, sync="off",
-        )  # fmt: skip
+    def _open(self) -> Engine:
+        engine = Engine(strategy=self.strategy, block_rows=self.program.block_rows,
+                        segment_blocks=2)  # fmt: skip
+        data = DataDir(self.path, Sync("off"), checkpoint_bytes=self.checkpoint_bytes)
+        data.recover(engine)
+        return engine
 
     def check_invariants(self) -> None:  # called after every step
         super().check_invariants()
         self.steps_done += 1
         if self.steps_done in self.reopen_after:
             for e in self.engines:
+                e.db.storage.close(checkpoint=not self.reopen_after[self.steps_done])
                 e.db.close()
                 e.db = self._open()
             self.reopened += 1
@@ -51,16 +59,18 @@ class ReopeningRunner(Runner):
 @st.composite
 def reopening_programs(draw: st.DrawFn) -> tuple[Program, set[int], str]:
     program = draw(programs())
-    reopen = draw(st.sets(st.integers(1, len(program.steps)), min_size=1, max_size=4))
-    return program, reopen, draw(st.sampled_from(("psoup-p", "psoup-c", "nomat")))
+    steps = st.integers(1, len(program.steps))
+    reopen = draw(st.dictionaries(steps, st.booleans(), min_size=1, max_size=4))
+    strategy = draw(st.sampled_from(("psoup-p", "psoup-c", "nomat")))
+    return program, reopen, strategy, draw(st.sampled_from((1, 200, 2000, 1 << 30)))
 
 
 @_settings(60)
 @given(reopening_programs())
 def test_a_reopened_engine_answers_as_one_that_never_stopped(case) -> None:
-    program, reopen, strategy = case
+    program, reopen, strategy, checkpoint_bytes = case
     with tempfile.TemporaryDirectory(prefix="psoup-durable-") as tmp:
-        runner = ReopeningRunner(program, reopen, Path(tmp), strategy)
+        runner = ReopeningRunner(program, reopen, Path(tmp), strategy, checkpoint_bytes)
         runner.run()
         assert runner.reopened == len(reopen)
 
@@ -103,7 +113,7 @@ def test_a_torn_last_batch_is_absent_and_the_rest_is_kept(tmp_path: Path) -> Non
     h = db.register("SELECT COUNT(*) FROM r BEGIN 0 END NOW")
     db.insert("r", [(1, 1), (2, 2)])
     db.insert("r", [(3, 3), (4, 4), (5, 5)])
-    db.close()
+    db.storage.close(checkpoint=False)  # as a crash leaves it: the log alone
     (_, seg) = wal.segments(tmp_path / "wal")[-1]
     with open(seg, "r+b") as f:
         f.truncate(seg.stat().st_size - 5)  # the last batch's write was cut short
@@ -126,21 +136,24 @@ def test_a_bulk_load_is_one_file_beside_the_log_and_comes_back(tmp_path: Path) -
     db.replace_contents("h", cols)
     expected = db.invoke(h)
     wal_bytes = sum(p.stat().st_size for _, p in wal.segments(tmp_path / "wal"))
-    db.close()
     assert wal_bytes < 2000  # the rows are not in the log
     assert [p.suffix for p in (tmp_path / "loads").iterdir()] == [".arrow"]
-    db = psoup.connect(tmp_path)
-    got = db.invoke(h)
-    assert (got.rows, got.now) == (expected.rows, expected.now) == ([("a", 0.5), ("b", 0.25)], n)
-    assert db.stats()["streams"]["h"]["tuples_stored"] == n
-    db.close()
+    db.storage.close(checkpoint=False)  # a crash: recovered from the log and the file
+    for _ in range(2):  # then from the checkpoint the clean close wrote
+        db = psoup.connect(tmp_path)
+        got = db.invoke(h)
+        assert (got.rows, got.now) == (expected.rows, expected.now)
+        assert got.rows == [("a", 0.5), ("b", 0.25)] and got.now == n
+        assert db.stats()["streams"]["h"]["tuples_stored"] == n
+        db.close()
+    assert not list((tmp_path / "loads").iterdir())  # the checkpoint holds the rows now
 
 
 def test_a_missing_load_file_refuses_to_open(tmp_path: Path) -> None:
     db = psoup.connect(tmp_path)
     db.create_stream("h", {"v": "int", "t": "int"}, time="t")
     db.replace_contents("h", {"v": [1], "t": [1]})
-    db.close()
+    db.storage.close(checkpoint=False)
     for p in (tmp_path / "loads").iterdir():
         p.unlink()
     with pytest.raises(wal.LogCorruptError, match=r"loads/.*\.arrow is missing"):

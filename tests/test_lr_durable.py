@@ -1,6 +1,7 @@
-"""Linear Road's state across a restart: a durable engine running the toll network on the
-first half of sample20, closed and recovered (the network installed first, so replaying
-the log drives its triggers), then fed the second half, holds exactly the derived
+"""Linear Road's state across restarts: a durable engine running the toll network on
+sample20, killed (recovered from the log: the network is installed first, so replaying
+the log drives its triggers) and later closed (recovered from the checkpoint, which holds
+the network's own state) on the way, holds exactly the derived
 streams (tolls, accidents, assessments, balances) and answers exactly the vehicles'
 balance queries of an engine that never stopped."""
 
@@ -59,8 +60,13 @@ def test_the_toll_network_comes_back_as_it_was(tmp_path: Path) -> None:
         hs = [engine.register(VEHICLE_QUERIES["balance"], {"v": v}) for v in vids]
         handles.append(hs)
     _feed(never, seconds)
-    _feed(durable, seconds[:half])
-    durable.close()
+    third = SECONDS // 3
+    _feed(durable, seconds[:third])
+    durable.storage.close(checkpoint=False)  # a crash: the log replays through the network
+    durable = _open(tmp_path)
+    _feed(durable, seconds[third:half])
+    durable.close()  # a checkpoint holds the network's state
+    assert (tmp_path / "checkpoints").exists()
     durable = _open(tmp_path)
     _feed(durable, seconds[half:])
 

@@ -29,6 +29,7 @@ checked against):
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -229,6 +230,16 @@ class TollNetwork:
                         self._accidents.append(_Accident(p, pair, slots_of, m))
                         break
             ids.add(v)
+
+    # -- checkpoints --------------------------------------------------------------------
+    def snapshot(self) -> bytes:
+        """The network's whole state (per-vehicle arrays, minute statistics, accidents)
+        as bytes, for a checkpoint. O(vehicles + minutes kept); arrays are copied once."""
+        return pickle.dumps(self.__dict__, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def restore(self, blob: bytes) -> None:
+        """Become the network ``snapshot`` saw (its convention included)."""
+        self.__dict__.update(pickle.loads(blob))
 
     # -- the batch ----------------------------------------------------------------------
     def process(self, reports: dict[str, np.ndarray]) -> Outputs:

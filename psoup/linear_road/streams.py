@@ -93,4 +93,5 @@ def install(engine: Engine, convention: str = "validator") -> TollNetwork:
                 engine.insert_columns(stream, rows)
 
     engine.add_trigger("positions", on_positions)
+    engine.add_state("linear_road", network)  # in checkpoints, beside the streams
     return network

@@ -5,6 +5,7 @@
     DIR/LOCK    held (flock) by the one process using DIR; says which process that is
     DIR/psoup.json  the directory's format and the application it was written with
     DIR/wal/    the write-ahead log (psoup/storage/log.py)
+    DIR/checkpoints/  the engine as of a log record (psoup/storage/checkpoint.py)
     DIR/loads/  a bulk load's rows (``replace``: a Spark hydration's commit), one Arrow
                 IPC file each, named by the LSN of the log record that refers to it
 
@@ -24,14 +25,18 @@ import fcntl
 import json
 import os
 import sys
+import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from psoup.errors import PSoupError
+from psoup.storage import checkpoint
 from psoup.storage import log as wal
+from psoup.storage.arrow import to_arrow, to_numpy
 from psoup.storage.log import Log, Sync
 from psoup.storage.records import Record, decode, encode
 
@@ -47,6 +52,7 @@ def default_data_dir() -> Path:
 
 
 FORMAT = 1
+CHECKPOINT_BYTES = 256 << 20  # log written since the last checkpoint that starts the next
 
 
 class DirectoryBusyError(RuntimeError):
@@ -65,6 +71,7 @@ class Recovery:
     records: int
     last_lsn: int
     seconds: float
+    checkpoint_lsn: int = 0  # the checkpoint it started from (0: none)
 
 
 class DataDir:
@@ -78,10 +85,17 @@ class DataDir:
         sync: Sync | None = None,
         wait_each: bool = False,
         application: str | None = None,
+        checkpoint_bytes: int = CHECKPOINT_BYTES,
     ):
         self.path = Path(path)
         self.sync = sync or Sync()
         self.wait_each = wait_each
+        self.checkpoint_bytes = checkpoint_bytes
+        self.checkpoints = self.path / "checkpoints"
+        self.engine = None
+        self._since = 0  # log bytes written since the last checkpoint was captured
+        self._writer: threading.Thread | None = None  # a checkpoint being written
+        self.last_checkpoint: tuple[int, float] | None = None  # (LSN, seconds to write)
         self.path.mkdir(parents=True, exist_ok=True)
         self.log: Log | None = None
         self._lock_fd = _lock(self.path)
@@ -94,26 +108,99 @@ class DataDir:
         self.wal_dir.mkdir(exist_ok=True)
 
     def recover(self, engine) -> Recovery:
-        """Replay the log into ``engine``, then journal its changes here. A record whose
-        change raises a PSoupError raised the same when it was first made (a trigger's
-        error after its batch was applied), so it is passed over again."""
+        """Load the newest checkpoint into ``engine`` and replay the log after it, then
+        journal the engine's changes here. A record whose change raises a PSoupError
+        raised the same when it was first made (a trigger's error after its batch was
+        applied), so it is passed over again. Raises LogCorruptError or RecoveryError,
+        saying what is wrong and what to do."""
         start = time.perf_counter()
-        n, last = 0, 0
-        for lsn, payload in wal.read_log(self.wal_dir):
+        after = 0
+        found = checkpoint.latest(self.checkpoints)
+        if found is not None:
+            after, where = found
+            try:
+                img = checkpoint.read(where)
+            except ValueError as err:
+                raise RecoveryError(
+                    f"{err}; restore the data directory from a backup (psoup backup)"
+                ) from None
+            engine.restore_image(img)
+        segs = wal.segments(self.wal_dir)
+        if segs and segs[0][0] > after + 1:
+            raise wal.LogCorruptError(
+                f"{self.wal_dir}: the log starts at record {segs[0][0]} but the checkpoint "
+                f"covers only up to {after}; records are missing. Restore the data "
+                "directory from a backup"
+            )
+        n, last = 0, after
+        for lsn, payload in wal.read_log(self.wal_dir, after=after):
             apply(engine, decode(payload), self.path / "loads")
             n, last = n + 1, lsn
-        if not last:
-            last = wal.last_lsn(self.wal_dir)
+            self._since += len(payload)  # not in a checkpoint yet
+        last = max(last, wal.last_lsn(self.wal_dir))
         self.log = Log(self.wal_dir, last + 1, self.sync)
+        self.engine = engine
         engine.journal = self._journal
         engine.storage = self
-        return Recovery(n, last, time.perf_counter() - start)
+        return Recovery(n, last, time.perf_counter() - start, after)
+
+    # -- checkpoints --------------------------------------------------------------------
+    def _capture(self):
+        """(LSN, image) of the engine now; called under its lock, between two changes."""
+        self._since = 0
+        return self.log.written_lsn, self.engine.capture()
+
+    def _write_checkpoint(self, lsn: int, img) -> None:
+        start = time.perf_counter()
+        checkpoint.write(self.checkpoints, lsn, img)
+        del img
+        # Everything at or before ``lsn`` is in the checkpoint now.
+        checkpoint.remove_before(self.checkpoints, lsn)
+        self.log.drop_before(lsn + 1)
+        loads = self.path / "loads"
+        for p in loads.glob("*.arrow") if loads.exists() else []:
+            try:
+                if int(p.stem, 16) <= lsn:
+                    p.unlink()
+            except ValueError:
+                continue
+        self.last_checkpoint = (lsn, time.perf_counter() - start)
+
+    def _background(self, lsn: int, img) -> None:
+        try:
+            self._write_checkpoint(lsn, img)
+        except Exception as exc:  # the log still holds everything: retried later
+            warnings.warn(f"checkpoint at {lsn} in {self.path} failed: {exc}", stacklevel=1)
+            self._since = self.checkpoint_bytes
+
+    def checkpoint(self) -> int:
+        """Write a checkpoint of the engine now (waiting for one being written first);
+        returns its LSN. Recovery then starts from it."""
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
+        with self.engine.lock:
+            lsn, img = self._capture()
+        self._write_checkpoint(lsn, img)
+        return lsn
 
     def _journal(self, op: str, fields: dict, columns: list[np.ndarray]) -> None:
+        # Under the engine lock, before this change is made: the image is the engine as
+        # of the previous record. It is written on a thread of its own.
+        if self._since >= self.checkpoint_bytes and (
+            self._writer is None or not self._writer.is_alive()
+        ):
+            lsn, img = self._capture()
+            self._writer = threading.Thread(
+                target=self._background, args=(lsn, img), name="psoup-checkpoint", daemon=True
+            )
+            self._writer.start()
         if op == "replace":  # in bulk, beside the log: its record only names the file
             fields = {**fields, "file": self._write_load(columns)}
             columns = []
-        lsn = self.log.append(encode(Record(op, fields, columns)))
+        payload = encode(Record(op, fields, columns))
+        lsn = self.log.append(payload)
+        self._since += len(payload)
         if self.wait_each:
             self.log.wait(lsn)
 
@@ -125,7 +212,7 @@ class DataDir:
         loads = self.path / "loads"
         loads.mkdir(exist_ok=True)
         name = f"{self.log.written_lsn + 1:016x}.arrow"
-        table = pa.table({f"c{i}": _arrow(c) for i, c in enumerate(columns)})
+        table = pa.table({f"c{i}": to_arrow(c) for i, c in enumerate(columns)})
         tmp = loads / (name + ".tmp")
         with pa.OSFile(str(tmp), "wb") as f, pa.ipc.new_file(f, table.schema) as w:
             w.write_table(table, max_chunksize=1 << 20)
@@ -141,20 +228,21 @@ class DataDir:
         if self.log is not None:
             self.log.wait(self.log.written_lsn)
 
-    def close(self) -> None:
-        """Force the log to disk and release the directory. Idempotent."""
+    def close(self, checkpoint: bool = True) -> None:
+        """Finish the checkpoint being written, write one more when the log has grown
+        since (``checkpoint``: the next start is then quick), force the log to disk and
+        release the directory. Idempotent."""
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
+        if checkpoint and self.log is not None and self.engine is not None and self._since:
+            self.checkpoint()
         if self.log is not None:
             self.log.close()
             self.log = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
-
-
-def _arrow(col: np.ndarray):
-    import pyarrow as pa
-
-    return pa.array(col.tolist() if col.dtype == object else col)
 
 
 def _read_load(path: Path) -> list[np.ndarray]:
@@ -168,13 +256,7 @@ def _read_load(path: Path) -> list[np.ndarray]:
         )
     # Not closed here: the arrays may map its pages; it closes when they are gone.
     table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
-    out = []
-    for col in table.columns:
-        if pa.types.is_string(col.type):
-            out.append(np.array(col.to_pylist(), dtype=object))
-        else:
-            out.append(col.to_numpy())
-    return out
+    return [to_numpy(col) for col in table.columns]
 
 
 def apply(engine, rec: Record, loads: Path) -> None:
