@@ -11,6 +11,7 @@ import argparse
 import math
 import os
 import sys
+import warnings
 from pathlib import Path
 
 from psoup import formatting
@@ -704,12 +705,12 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         data_dir=None if args.in_memory else str(args.data_dir or default_data_dir()),
         sync=args.sync,
     )
+    # Recovery's warnings (a torn last record dropped) as one plain line each.
+    warnings.formatwarning = lambda message, *_args, **_kw: f"psoup: warning: {message}\n"
     try:
         return serve_forever(config)
-    except LogCorruptError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except (ValueError, RuntimeError, OSError) as err:  # bad token file, TLS files, port, lock
+    except (ValueError, RuntimeError, OSError, LogCorruptError) as err:
+        # a bad token file or TLS file, a busy port or data directory, a damaged log
         print(f"error: {err}", file=sys.stderr)
         return 1
 

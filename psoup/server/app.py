@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import sys
 import threading
 from concurrent import futures
@@ -54,6 +55,26 @@ class RunningServer:
         return self.server.wait_for_termination(timeout)
 
 
+def _check_port_free(host: str, port: int) -> None:
+    """RuntimeError naming the address when another process listens on it (gRPC would
+    say so only in a C-core log line, or share the port under SO_REUSEPORT)."""
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # gRPC reports an unresolvable host itself
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no owner
+        try:
+            s.bind(addr)
+        except OSError as err:
+            raise RuntimeError(
+                f"cannot bind {host}:{port}: {err.strerror} (is another server using it?)"
+            ) from None
+
+
 def start_server(config: ServerConfig) -> RunningServer:
     """Build the engine, bind ``config.host:config.port`` (0 = any free port) and start.
 
@@ -62,6 +83,7 @@ def start_server(config: ServerConfig) -> RunningServer:
     """
     tokens = load_tokens(config.auth_tokens_file) if config.auth_tokens_file else None
     sync = Sync.parse(config.sync)
+    _check_port_free(config.host, config.port)
     # Taken first: a second server on the same directory stops here, before the port.
     app = f"linear-road:{config.linear_road}" if config.linear_road else None
     data = DataDir(config.data_dir, sync, application=app) if config.data_dir else None

@@ -1,0 +1,96 @@
+"""``psoup serve`` and its data directory as a user meets them: the default directory is
+said at start, a second server on the same directory or port refuses to start naming
+what holds it, and a torn last record is dropped with a one-line warning."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from clients import PSoupClient
+from psoup.server.process import ServerProcess
+from psoup.storage import log as wal
+
+TIMEOUT = 60
+
+
+def _serve(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """A ``psoup serve`` that is expected to refuse to start (it would otherwise run)."""
+    return subprocess.run(
+        [sys.executable, "-m", "psoup", "serve", *args],
+        capture_output=True, text=True, timeout=TIMEOUT, env=env,
+    )  # fmt: skip
+
+
+def test_the_default_directory_is_said_and_held(tmp_path: Path) -> None:
+    env = {**os.environ, "PSOUP_DATA_DIR": str(tmp_path / "d")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "psoup", "serve", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert proc.stdout.readline().startswith("psoup serving on ")
+        second = _serve("--port", "0", env=env)
+        assert second.returncode == 1
+        assert f"{tmp_path / 'd'} is in use by process {proc.pid}" in second.stderr
+        assert len(second.stderr.strip().splitlines()) == 1, second.stderr
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=TIMEOUT)
+    assert f"psoup: data directory {tmp_path / 'd'} (sync batch)" in err
+    assert (tmp_path / "d" / "wal").is_dir()
+
+
+def test_a_second_server_on_a_busy_port_refuses(tmp_path: Path) -> None:
+    with ServerProcess() as srv:
+        port = srv.target.rsplit(":", 1)[1]
+        second = _serve("--port", port, "--in-memory")
+        assert second.returncode == 1
+        assert f"cannot bind 127.0.0.1:{port}" in second.stderr
+
+
+def test_a_torn_last_record_is_dropped_with_a_warning(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    with ServerProcess(data_dir=data) as srv:
+        with PSoupClient(srv.target, timeout=30) as c:
+            c.create_stream("r", {"a": "int", "t": "int"}, time="t")
+            c.insert("r", [(1, 1)])
+            c.insert("r", [(2, 2), (3, 3)])
+        srv.proc.kill()
+        srv.proc.wait()
+    (_, seg) = wal.segments(data / "wal")[-1]
+    with open(seg, "r+b") as f:
+        f.truncate(seg.stat().st_size - 3)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "psoup", "serve", "--port", "0", "--data-dir", str(data)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        target = proc.stdout.readline().rsplit(" ", 1)[1].strip()
+        with PSoupClient(target, timeout=30) as c:
+            assert [p["a"].tolist() for p in c.read_stream("r")] == [[1]]
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=TIMEOUT)
+    warning = [ln for ln in err.splitlines() if "warning" in ln]
+    assert len(warning) == 1 and warning[0].startswith(f"psoup: warning: {seg}: dropped a torn")
+
+
+def test_a_damaged_log_refuses_to_start_and_says_what_to_do(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    with ServerProcess(data_dir=data) as srv:
+        with PSoupClient(srv.target, timeout=30) as c:
+            c.create_stream("r", {"a": "int", "t": "int"}, time="t")
+            c.insert("r", [(1, 1)])
+        srv.proc.kill()
+        srv.proc.wait()
+    (_, seg) = wal.segments(data / "wal")[-1]
+    raw = bytearray(seg.read_bytes())
+    raw[len(wal.MAGIC) + wal.FRAME_BYTES + 3] ^= 0x40  # inside the first record
+    seg.write_bytes(bytes(raw))
+    out = _serve("--port", "0", "--data-dir", str(data))
+    assert out.returncode == 1
+    assert "record 1 is damaged" in out.stderr and "backup" in out.stderr
+    assert "Traceback" not in out.stderr
