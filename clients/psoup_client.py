@@ -399,6 +399,13 @@ class PSoupClient:
         """Engine and per-stream counters (see ``clients.messages.stats`` for the keys)."""
         return messages.stats(self._unary(self._stub.Stats, pb.StatsRequest(), timeout))
 
+    def backup(self, directory: str, *, timeout: Timeout = None) -> dict[str, object]:
+        """Have the server write a consistent copy of its data into ``directory`` (an
+        absolute path on the server's machine, missing or empty), a data directory a
+        server can start on. Returns {directory, lsn, bytes, seconds}."""
+        r = self._unary(self._stub.Backup, pb.BackupRequest(directory=directory), timeout)
+        return {"directory": r.directory, "lsn": r.lsn, "bytes": r.bytes, "seconds": r.seconds}
+
     # -- lifetime ---------------------------------------------------------------------
     def close(self) -> None:
         """Close the channel; calls in progress are cancelled."""

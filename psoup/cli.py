@@ -487,6 +487,15 @@ def _add_client(sub) -> None:
         "--format", choices=formatting.TEXT_FORMATS, default="text", help="output format"
     )
 
+    p = client(
+        sub, "backup", "have the server write a consistent copy of its data directory", "backup"
+    )
+    p.add_argument(
+        "directory",
+        help="where, on the server's machine (missing or empty; made absolute here); a "
+        "server can start on it with psoup serve --data-dir",
+    )
+
     p = client(sub, "stats", "show the server's engine and per-stream counters", "stats")
     p.add_argument(
         "--format", choices=formatting.TEXT_FORMATS, default="text", help="output format"

@@ -15,6 +15,7 @@ turns failures into a message on stderr and the exit status:
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -183,6 +184,15 @@ def stats(c: PSoupClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def backup(c: PSoupClient, args: argparse.Namespace) -> int:
+    r = c.backup(os.path.abspath(args.directory))
+    _print(
+        f"backed up to {r['directory']}: {r['bytes']:,} bytes as of log record {r['lsn']} "
+        f"in {r['seconds']:.1f} s (start a server on it with psoup serve --data-dir)"
+    )
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[PSoupClient, argparse.Namespace], int]] = {
     "stream create": stream_create,
     "stream list": stream_list,
@@ -195,6 +205,7 @@ COMMANDS: dict[str, Callable[[PSoupClient, argparse.Namespace], int]] = {
     "unregister": unregister,
     "describe": describe,
     "stats": stats,
+    "backup": backup,
 }
 
 

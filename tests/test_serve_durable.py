@@ -39,7 +39,7 @@ def test_the_default_directory_is_said_and_held(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=TIMEOUT)
-    assert f"psoup: data directory {tmp_path / 'd'} (sync batch)" in err
+    assert f"psoup: data directory {tmp_path / 'd'} (sync batch): recovered 0 log" in err
     assert (tmp_path / "d" / "wal").is_dir()
 
 
@@ -94,3 +94,36 @@ def test_a_damaged_log_refuses_to_start_and_says_what_to_do(tmp_path: Path) -> N
     assert out.returncode == 1
     assert "record 1 is damaged" in out.stderr and "backup" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_backup_of_a_running_server_starts_as_a_data_directory(tmp_path: Path) -> None:
+    with ServerProcess(data_dir=tmp_path / "d") as srv, PSoupClient(srv.target, timeout=30) as c:
+        c.create_stream("r", {"a": "int", "t": "int"}, time="t")
+        c.insert("r", [(i, i) for i in range(1000)])
+        h = c.register("SELECT COUNT(*), SUM(r.a) FROM r WHERE r.a > 10 BEGIN NOW - 100 END NOW")
+        out = subprocess.run(
+            [sys.executable, "-m", "psoup", "backup", str(tmp_path / "copy"),
+             "--server", srv.target], capture_output=True, text=True, timeout=TIMEOUT,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert f"backed up to {tmp_path / 'copy'}" in out.stdout
+        c.insert("r", [(5000, 2000)])  # after the copy: not in it
+        again = subprocess.run(
+            [sys.executable, "-m", "psoup", "backup", str(tmp_path / "copy"),
+             "--server", srv.target], capture_output=True, text=True, timeout=TIMEOUT,
+        )  # fmt: skip
+        assert again.returncode == 1 and "not an empty directory" in again.stderr
+    with ServerProcess(data_dir=tmp_path / "copy") as srv, PSoupClient(srv.target) as c:
+        res = c.invoke(h)
+        assert (res.rows, res.now) == ([(101, sum(range(899, 1000)))], 999)
+
+
+def test_an_in_memory_server_has_nothing_to_back_up(tmp_path: Path) -> None:
+    with ServerProcess() as srv, PSoupClient(srv.target) as c:
+        out = subprocess.run(
+            [sys.executable, "-m", "psoup", "backup", str(tmp_path / "copy"),
+             "--server", srv.target], capture_output=True, text=True, timeout=TIMEOUT,
+        )  # fmt: skip
+        assert out.returncode == 1 and "--in-memory" in out.stderr
+        assert not (tmp_path / "copy").exists()
+        assert c.list_streams() == []

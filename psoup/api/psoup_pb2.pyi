@@ -18,6 +18,24 @@ TYPE_INT: Type
 TYPE_FLOAT: Type
 TYPE_STRING: Type
 
+class BackupRequest(_message.Message):
+    __slots__ = ("directory",)
+    DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    directory: str
+    def __init__(self, directory: _Optional[str] = ...) -> None: ...
+
+class BackupResponse(_message.Message):
+    __slots__ = ("directory", "lsn", "bytes", "seconds")
+    DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    LSN_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    directory: str
+    lsn: int
+    bytes: int
+    seconds: float
+    def __init__(self, directory: _Optional[str] = ..., lsn: _Optional[int] = ..., bytes: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
+
 class Value(_message.Message):
     __slots__ = ("int_value", "float_value", "string_value")
     INT_VALUE_FIELD_NUMBER: _ClassVar[int]

@@ -114,6 +114,11 @@ class PSoupStub:
                 request_serializer=psoup_dot_v1_dot_psoup__pb2.ReadStreamRequest.SerializeToString,
                 response_deserializer=psoup_dot_v1_dot_psoup__pb2.ReadStreamResponse.FromString,
                 _registered_method=True)
+        self.Backup = channel.unary_unary(
+                '/psoup.v1.PSoup/Backup',
+                request_serializer=psoup_dot_v1_dot_psoup__pb2.BackupRequest.SerializeToString,
+                response_deserializer=psoup_dot_v1_dot_psoup__pb2.BackupResponse.FromString,
+                _registered_method=True)
 
 
 class PSoupServicer:
@@ -244,6 +249,15 @@ class PSoupServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Backup(self, request, context):
+        """Write a consistent copy of the server's data into `directory` on the server's own
+        file system (absolute, missing or empty); it starts as a data directory (psoup serve
+        --data-dir). Writes go on meanwhile. FAILED_PRECONDITION for an in-memory server.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PSoupServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -326,6 +340,11 @@ def add_PSoupServicer_to_server(servicer, server):
                     servicer.ReadStream,
                     request_deserializer=psoup_dot_v1_dot_psoup__pb2.ReadStreamRequest.FromString,
                     response_serializer=psoup_dot_v1_dot_psoup__pb2.ReadStreamResponse.SerializeToString,
+            ),
+            'Backup': grpc.unary_unary_rpc_method_handler(
+                    servicer.Backup,
+                    request_deserializer=psoup_dot_v1_dot_psoup__pb2.BackupRequest.FromString,
+                    response_serializer=psoup_dot_v1_dot_psoup__pb2.BackupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -760,6 +779,33 @@ class PSoup:
             '/psoup.v1.PSoup/ReadStream',
             psoup_dot_v1_dot_psoup__pb2.ReadStreamRequest.SerializeToString,
             psoup_dot_v1_dot_psoup__pb2.ReadStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Backup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/psoup.v1.PSoup/Backup',
+            psoup_dot_v1_dot_psoup__pb2.BackupRequest.SerializeToString,
+            psoup_dot_v1_dot_psoup__pb2.BackupResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -97,9 +97,12 @@ def start_server(config: ServerConfig) -> RunningServer:
             worker.call(lambda: install(engine, config.linear_road))
         if data is not None:
             rec = worker.call(lambda: data.recover(engine))
+            since = (
+                f"the checkpoint at record {rec.checkpoint_lsn} and " if rec.checkpoint_lsn else ""
+            )
             print(
-                f"psoup: data directory {data.path} (sync {sync}): {rec.records:,} log records "
-                f"replayed in {rec.seconds:.1f} s",
+                f"psoup: data directory {data.path} (sync {sync}): recovered {since}"
+                f"{rec.records:,} log records in {rec.seconds:.1f} s",
                 file=sys.stderr,
                 flush=True,
             )

@@ -9,12 +9,15 @@ the engine outside the engine thread, and a refused request changes nothing.
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import queue
 import threading
 import time
 from collections import Counter, deque
 from concurrent.futures import wait as wait_futures
+from pathlib import Path
 
 import grpc
 
@@ -41,7 +44,7 @@ _STATUS = (
     (AlreadyExistsError, grpc.StatusCode.ALREADY_EXISTS),
     (PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
     (StorageFullError, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (StorageError, grpc.StatusCode.UNAVAILABLE),
+    (StorageError, grpc.StatusCode.INTERNAL),
     (PSoupError, grpc.StatusCode.INVALID_ARGUMENT),
     (codec.CodecError, grpc.StatusCode.INVALID_ARGUMENT),
 )
@@ -643,6 +646,35 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             client = self._client(context)
             self._load(client, request.load_id, pop=True)
             return pb.AbortLoadResponse()
+
+        return self._unary(context, run)
+
+    def Backup(self, request, context):
+        def run():
+            self._client(context)
+            if self.storage is None:
+                raise Abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    "this server keeps no data directory (--in-memory): nothing to back up",
+                )
+            dest = request.directory
+            if not dest or not os.path.isabs(dest):
+                raise Abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"directory: an absolute path on the server is needed, not {dest!r}",
+                )
+            start = time.perf_counter()
+            try:
+                lsn, size = self.storage.backup(Path(dest))
+            except ValueError as exc:
+                raise Abort(grpc.StatusCode.FAILED_PRECONDITION, f"directory: {exc}") from None
+            except OSError as exc:
+                code = (grpc.StatusCode.RESOURCE_EXHAUSTED if exc.errno == errno.ENOSPC
+                        else grpc.StatusCode.FAILED_PRECONDITION)  # fmt: skip
+                raise Abort(code, f"directory: {exc}") from None
+            return pb.BackupResponse(
+                directory=dest, lsn=lsn, bytes=size, seconds=time.perf_counter() - start
+            )
 
         return self._unary(context, run)
 

@@ -222,6 +222,29 @@ class DataDir:
         wal.fsync_dir(loads)
         return name
 
+    def backup(self, dest: Path) -> tuple[int, int]:
+        """Write a consistent copy of the engine into ``dest`` (missing or empty): a data
+        directory holding one checkpoint, as of the last change made. Changes go on
+        meanwhile (the image is taken under the engine lock, written outside it).
+        Returns (its LSN, bytes written). Raises ValueError for a ``dest`` in use."""
+        dest = Path(dest)
+        if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+            raise ValueError(f"{dest} exists and is not an empty directory")
+        if dest.resolve() == self.path.resolve():
+            raise ValueError(f"{dest} is the data directory itself")
+        with self.engine.lock:
+            lsn, img = self.log.written_lsn, self.engine.capture()
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "wal").mkdir()
+        meta = (self.path / "psoup.json").read_text()
+        (dest / "psoup.json").write_text(meta)
+        where = checkpoint.write(dest / "checkpoints", lsn, img)
+        with open(dest / "psoup.json", "rb") as f:
+            os.fsync(f.fileno())
+        wal.fsync_dir(dest / "wal")
+        wal.fsync_dir(dest)
+        return lsn, sum(p.stat().st_size for p in where.iterdir())
+
     def wait(self) -> None:
         """Return once every change made so far is durable per the sync mode; raises
         StorageError if it cannot be."""
