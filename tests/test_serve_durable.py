@@ -4,12 +4,19 @@ what holds it, and a torn last record is dropped with a one-line warning."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import pytest
+
+import psoup
 from clients import PSoupClient
+from clients.errors import ResourceExhausted
+from psoup.server import ServerConfig, start_server
 from psoup.server.process import ServerProcess
 from psoup.storage import log as wal
 
@@ -127,3 +134,39 @@ def test_an_in_memory_server_has_nothing_to_back_up(tmp_path: Path) -> None:
         assert out.returncode == 1 and "--in-memory" in out.stderr
         assert not (tmp_path / "copy").exists()
         assert c.list_streams() == []
+
+
+def test_a_full_disk_refuses_writes_keeps_reads_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running = start_server(ServerConfig(port=0, data_dir=str(tmp_path / "d")))
+    log = running.engine.storage.log
+    real_write, full = os.write, threading.Event()
+
+    def write(fd, data):  # a real ENOSPC needs a full file system; this is the same errno
+        if full.is_set() and fd == log._fd:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    try:
+        with PSoupClient(f"127.0.0.1:{running.port}", timeout=30) as c:
+            c.create_stream("r", {"a": "int", "t": "int"}, time="t")
+            c.insert("r", [(1, 1), (2, 2)])
+            h = c.register("SELECT * FROM r BEGIN 0 END NOW")
+            full.set()
+            with pytest.raises(ResourceExhausted, match="is full"):
+                c.insert("r", [(3, 3)])
+            with pytest.raises(ResourceExhausted, match="is full"):
+                c.register("SELECT r.a FROM r BEGIN NOW END NOW")
+            assert c.invoke(h).rows == [(1, 1), (2, 2)]  # reads go on, the refused is absent
+            full.clear()
+            c.insert("r", [(4, 4)])
+            assert c.invoke(h).rows == [(1, 1), (2, 2), (4, 4)]
+    finally:
+        running.stop()
+    monkeypatch.setattr(os, "write", real_write)
+    db = psoup.connect(tmp_path / "d")
+    assert db.invoke(h).rows == [(1, 1), (2, 2), (4, 4)]
+    assert len(db.queries) == 1
+    db.close()
