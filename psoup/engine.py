@@ -268,15 +268,24 @@ class Engine:
                 sum(r.matches for r in parts),
             )
 
-    def _ingest(self, st: Stream, cols: list[np.ndarray]) -> InsertResult:
+    def _ingest(
+        self, st: Stream, cols: list[np.ndarray], restored: np.ndarray | None = None
+    ) -> InsertResult:
+        """Apply one batch. ``restored``: the batch comes from a checkpoint with these
+        tuple ids; it is stored and matched but not logged, and no trigger or subscriber
+        hears of it (the application's state and the next id come from the checkpoint)."""
         n = len(cols[0]) if cols else 0
         check_time(st.schema, cols, st.last_ts)
         if not n:
             return InsertResult(self._next_tid, self._next_tid - 1, 0, 0)
-        self._log("insert", {"stream": st.name}, cols)
+        if restored is None:
+            self._log("insert", {"stream": st.name}, cols)
         # Nothing below can fail on user input: the batch is now applied whole.
-        tids = np.arange(self._next_tid, self._next_tid + n, dtype=np.int64)
-        self._next_tid += n
+        if restored is None:
+            tids = np.arange(self._next_tid, self._next_tid + n, dtype=np.int64)
+            self._next_tid += n
+        else:
+            tids = restored
         stem = st.stem
         first = stem.append(cols, tids)
         ts = cols[st.schema.time_index]
@@ -293,6 +302,8 @@ class Engine:
                 marked += self._join_batch(st, first, n, matches)
         self.strategy.after_batch(st.name, st.last_ts, st.visible_from(), stem.start_seq)
         self.matches_marked += marked
+        if restored is not None:
+            return InsertResult(int(tids[0]), int(tids[-1]), n, marked)
         if self._subs_by_qid:
             self._notify(st, first, int(tids[0]))
         if triggers := self._triggers.get(st.name):
@@ -339,11 +350,15 @@ class Engine:
             states = {name: st.snapshot() for name, st in self._states.items()}
             return EngineImage(streams, queries, self._next_tid, states)
 
+    _RESTORE_CHUNK_ROWS = 1 << 20
+
     def restore_image(self, img: EngineImage) -> None:
         """Make this engine (empty but for what an application installed: its streams,
-        triggers and states) hold ``img``: the streams' rows and counters, the states,
-        then the queries registered again over the data, which rebuilds their results.
-        Raises SchemaError when an installed stream differs from the image's."""
+        triggers and states) hold ``img``. The queries are registered first, over empty
+        streams, and the rows then go through the ingest path in chunks of a million, so
+        the results are rebuilt by the Query SteM's batch probe: O(rows x log queries),
+        where registering each query over the stored rows would cost O(queries x
+        segments). Raises SchemaError when an installed stream differs from the image's."""
         with self.lock:
             for si in img.streams:
                 st = self.streams.get(si.name)
@@ -354,17 +369,26 @@ class Engine:
                     st = self.streams[si.name]
                 elif (st.schema, st.max_window) != (si.schema, si.max_window):
                     raise SchemaError(f"stream {si.name!r} is declared differently now")
-                st.stem = DataSteM.restore(
-                    si.schema, si.parts, si.start_seq, self.block_rows, self.segment_blocks
+                st.stem = DataSteM.empty_at(
+                    si.schema, si.start_seq, self.block_rows, self.segment_blocks
                 )
-                st.last_ts = si.last_ts
-                st.tuples_ingested = si.tuples_ingested
-            self._next_tid = max(self._next_tid, img.next_tid)
+                st.last_ts = None
             for name, blob in img.states.items():
                 if name in self._states:
                     self._states[name].restore(blob)
             for handle, text, params, owner, at in img.queries:
                 self.restore_query(handle, text, params, owner, at)
+            for si in img.streams:
+                st = self.streams[si.name]
+                for cols, tids in _chunks(si.parts, self._RESTORE_CHUNK_ROWS):
+                    self._ingest(st, cols, restored=tids)
+                st.last_ts = si.last_ts
+                st.tuples_ingested = si.tuples_ingested
+                if st.max_window is not None and st.last_ts is not None:
+                    st.stem.expire(st.last_ts - st.max_window)
+                self.strategy.after_batch(st.name, st.last_ts, st.visible_from(),
+                                          st.stem.start_seq)  # fmt: skip
+            self._next_tid = max(self._next_tid, img.next_tid)
 
     # =============================================================== register
     def register(
@@ -776,6 +800,27 @@ class Engine:
                 st.stem._check()
             self.qstem._check()
             self.strategy.results._check()
+
+
+def _chunks(parts, rows: int):
+    """(columns, tids) of ``parts`` joined into chunks of about ``rows`` rows."""
+    buf: list = []
+    size = 0
+    for cols, tids in parts:
+        buf.append((cols, tids))
+        size += len(tids)
+        if size >= rows:
+            yield _join(buf)
+            buf, size = [], 0
+    if size:
+        yield _join(buf)
+
+
+def _join(parts) -> tuple[list[np.ndarray], np.ndarray]:
+    if len(parts) == 1:
+        return parts[0]
+    cols = [np.concatenate([p[0][i] for p in parts]) for i in range(len(parts[0][0]))]
+    return cols, np.concatenate([p[1] for p in parts])
 
 
 def _make_schema(name: str, schema, time: str, max_window) -> Schema:

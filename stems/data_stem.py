@@ -175,21 +175,14 @@ class DataSteM:
         return out
 
     @classmethod
-    def restore(
-        cls,
-        schema: Schema,
-        parts: Sequence[tuple[Sequence[np.ndarray], np.ndarray]],
-        start_seq: int,
-        block_rows: int = 4096,
-        segment_blocks: int = 64,
+    def empty_at(
+        cls, schema: Schema, start_seq: int, block_rows: int = 4096, segment_blocks: int = 64
     ) -> DataSteM:
-        """A Data SteM holding ``parts`` (as ``parts()`` gave them) from seq ``start_seq``
-        on (0 when it is not a block boundary of this ``block_rows``). O(rows)."""
+        """An empty Data SteM whose first row will get seq ``start_seq`` (0 when that is
+        not a block boundary of this ``block_rows``): a stream brought back from a
+        checkpoint keeps its seqs. O(1)."""
         stem = cls(schema, block_rows, segment_blocks)
         stem._end = start_seq if start_seq % block_rows == 0 else 0
-        for cols, tids in parts:
-            if len(tids):
-                stem.append(cols, tids)
         return stem
 
     # ------------------------------------------------------------- time search
