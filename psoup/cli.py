@@ -214,11 +214,12 @@ def _add_demo_bench(sub) -> None:
     )
     bench.add_argument(
         "suite",
-        choices=("core", "grpc", "linear-road", "history"),
+        choices=("core", "grpc", "linear-road", "history", "durability"),
         help="core: the engine against its baselines; grpc: the server's transport cost; "
         "linear-road: the largest speed-up at which every answer is right and on time; "
         "history: hydrating a generated 25-million-row toll history with Spark, the "
-        "server's memory after it and the daily-expenditure invoke time",
+        "server's memory after it and the daily-expenditure invoke time; durability: "
+        "ingest by sync mode against memory, recovery time against retained data",
     )
     bench.add_argument("--input", type=Path, help="linear-road: the Linear Road input file")
     bench.add_argument("--history", type=Path, help="linear-road: the historical tolls file")
@@ -764,6 +765,8 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
         if args.suite == "grpc":
             from psoup.bench import grpc_bench as suite
+        elif args.suite == "durability":
+            from psoup.bench import durability_bench as suite
         else:
             from psoup.bench import core as suite
 
