@@ -261,6 +261,13 @@ def _add_demo_bench(sub) -> None:
         help="linear-road --xways: a busy loop on another core through the replay (the "
         "rating must hold on a busy machine)",
     )
+    bench.add_argument(
+        "--sync",
+        type=_sync_mode,
+        metavar="MODE",
+        help="linear-road --xways: the server keeps a data directory with this sync mode "
+        "(batch, interval=MS, off) instead of running in memory",
+    )
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     bench.add_argument(
         "--out", type=Path, default=Path("docs"), help="where BENCHMARKS.md and plots go"
@@ -752,6 +759,7 @@ def main(argv: list[str] | None = None) -> int:
                     work=args.work,
                     profile=args.profile,
                     stress=args.stress,
+                    sync=args.sync,
                 )
             if args.input is None:
                 parser.error("bench linear-road needs --input FILE or --xways N")

@@ -39,13 +39,16 @@ def run(
     work: Path | None = None,
     profile: bool = False,
     stress: bool = False,
+    sync: str | None = None,
 ) -> int:
     """Generate, hydrate, drive, check; print the result and write BENCHMARKS.md's
     linear-road-scale section (``-stress`` with ``stress``: a busy loop on another core
-    through the replay) and its plot. Returns 0 when every answer is right and on time,
+    through the replay; ``-durable`` with ``sync``: the server keeps a data directory
+    with that sync mode) and its plot. Returns 0 when every answer is right and on time,
     else 1."""
-    section = "linear-road-scale" + ("-stress" if stress else "")
-    plot_name = PLOT if not stress else "linear_road_scale_stress.png"
+    suffix = ("-stress" if stress else "") + ("-durable" if sync else "")
+    section = "linear-road-scale" + suffix
+    plot_name = PLOT if not suffix else f"linear_road_scale{suffix.replace('-', '_')}.png"
     with tempfile.TemporaryDirectory(prefix="psoup-lr-bench-") as tmp:
         root = Path(work) if work else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
@@ -59,7 +62,11 @@ def run(
         )  # fmt: skip
         gen_s = time.perf_counter() - start
         print("\n".join(gen.lines()))
-        with ServerProcess(*driver.server_args()) as srv:
+        keep = ("--sync", sync) if sync else ()
+        data_dir = root / "data" if sync else None
+        if data_dir is not None:
+            shutil.rmtree(data_dir, ignore_errors=True)  # a fresh server, as without --sync
+        with ServerProcess(*driver.server_args(), *keep, data_dir=data_dir) as srv:
             start = time.perf_counter()
             driver.hydrate_history(history_path, srv.target, root)
             hydrate_s = time.perf_counter() - start
@@ -98,6 +105,7 @@ def run(
         f"psoup bench linear-road --xways {xways} --speedup {speedup:g}"
         + (f" --duration {duration}" if duration != generate.RUSH_HOUR else "")
         + (" --stress" if stress else "")
+        + (f" --sync {sync}" if sync else "")
     )
     facts = [
         f"Machine: {machine.describe()}.",
@@ -116,7 +124,8 @@ def run(
         f"hydration of {gen.history_rows:,} history rows {hydrate_s:.0f} s, check "
         f"{check_s:.0f} s. Response times in simulated seconds (deadlines 5 s; 10 s for "
         "daily expenditure)."
-        + (" A busy loop ran on the other core through the replay (`--stress`)." if stress else ""),
+        + (" A busy loop ran on the other core through the replay (`--stress`)." if stress else "")
+        + (f" The server kept a data directory, `--sync {sync}`." if sync else ""),
         "",
         "The ten slowest simulated seconds (slowest answer; the server's largest queue and "
         "CPU share while it was answered; how late the driver sent that second's batch):",
