@@ -170,3 +170,27 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_loses_nothing(
     assert db.invoke(h).rows == [(1, 1), (2, 2), (4, 4)]
     assert len(db.queries) == 1
     db.close()
+
+
+def test_a_kill_during_recovery_loses_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    db = psoup.connect(data, sync="off")
+    db.create_stream("r", {"a": "int", "t": "int"}, time="t")
+    h = db.register("SELECT COUNT(*), SUM(r.a) FROM r WHERE r.a < 500 BEGIN 0 END NOW")
+    for k in range(200):  # a long log and no checkpoint: recovery takes a while
+        db.insert_columns("r", {"a": [(k * 7 + i) % 1000 for i in range(1000)],
+                                "t": list(range(k * 1000, (k + 1) * 1000))})  # fmt: skip
+    expected = db.invoke(h).rows
+    db.storage.close(checkpoint=False)
+    db.close()
+    cmd = [sys.executable, "-m", "psoup", "serve", "--port", "0", "--data-dir", str(data)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lock = data / "LOCK"
+    while f"process {proc.pid} " not in lock.read_text() and proc.poll() is None:
+        pass  # it holds the directory: recovery is under way
+    proc.kill()
+    _, err = proc.communicate(timeout=TIMEOUT)
+    assert "psoup serving on" not in err
+    with ServerProcess(data_dir=data) as srv, PSoupClient(srv.target, timeout=30) as c:
+        assert c.invoke(h).rows == expected
+        assert c.stats()["streams"]["r"]["tuples_stored"] == 200_000
