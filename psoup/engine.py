@@ -88,6 +88,7 @@ class StreamImage:
     tuples_ingested: int
     start_seq: int
     parts: list[tuple[list[np.ndarray], np.ndarray]]  # (columns, tuple ids) per block
+    version: tuple[int, int, int] = (0, 0, 0)  # equal versions: equal rows (stem uid, seqs)
 
 
 @dataclass
@@ -340,7 +341,8 @@ class Engine:
         with self.lock:
             streams = [
                 StreamImage(st.name, st.schema, st.max_window, st.last_ts, st.tuples_ingested,
-                            st.stem.start_seq, st.stem.parts())
+                            st.stem.start_seq, st.stem.parts(),
+                            (st.stem.uid, st.stem.start_seq, st.stem.end_seq))
                 for st in self.streams.values()
             ]  # fmt: skip
             queries = [

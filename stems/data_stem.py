@@ -24,12 +24,15 @@ lookups, not O(n / B) (a query registered over 25 million stored rows: 100 looku
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
 
 from stems.predicates import AttrConstraint, LocalPredicate
 from stems.schema import Schema
+
+_UIDS = itertools.count(1)
 
 
 class _Block:
@@ -70,6 +73,9 @@ class DataSteM:
         self._end = 0  # next seq to assign
         self._ti = schema.time_index
         self.index_lookups = 0  # probes answered through a block index (for Stats)
+        # Unique in this process: (uid, start_seq, end_seq) names the stored rows exactly,
+        # since rows are only appended at the end and expired from the front.
+        self.uid = next(_UIDS)
 
     # ------------------------------------------------------------------ size
     @property

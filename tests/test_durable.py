@@ -6,6 +6,7 @@ registration times kept, a torn last record dropped."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -162,3 +163,31 @@ def test_a_missing_load_file_refuses_to_open(tmp_path: Path) -> None:
         psoup.connect(tmp_path)
     with pytest.raises(wal.LogCorruptError):  # refused again, not "in use"
         psoup.connect(tmp_path)
+
+
+def test_an_unchanged_stream_is_linked_into_the_next_checkpoint_not_written(
+    tmp_path: Path,
+) -> None:
+    db = psoup.connect(tmp_path)
+    db.create_stream("big", {"v": "int", "t": "int"}, time="t")
+    db.create_stream("small", {"v": "int", "t": "int"}, time="t")
+    db.insert_columns("big", {"v": list(range(50_000)), "t": list(range(50_000))})
+    ckpts = tmp_path / "checkpoints"
+    inodes = []
+    for k in range(3):
+        lsn = db.storage.checkpoint()
+        assert [p.name for p in ckpts.iterdir()] == [f"{lsn:016x}"]  # older ones are gone
+        files = {
+            p.name.split("-", 1)[1]: p.stat().st_ino
+            for p in (ckpts / f"{lsn:016x}").glob("*.arrow")
+        }
+        catalog = json.loads((ckpts / f"{lsn:016x}" / "catalog.json").read_text())
+        assert {x["name"]: x["rows"] for x in catalog["streams"]} == {"big": 50_000, "small": k}
+        inodes.append(files)
+        db.insert("small", [(k, k)])
+    assert inodes[0]["big.arrow"] == inodes[1]["big.arrow"] == inodes[2]["big.arrow"]  # linked
+    db.close()
+    db = psoup.connect(tmp_path)
+    assert db.stats()["streams"]["big"]["tuples_stored"] == 50_000
+    assert db.stats()["streams"]["small"]["tuples_stored"] == 3
+    db.close()

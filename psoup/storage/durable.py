@@ -95,6 +95,7 @@ class DataDir:
         self.engine = None
         self._since = 0  # log bytes written since the last checkpoint was captured
         self._writer: threading.Thread | None = None  # a checkpoint being written
+        self._files: dict = {}  # stream -> its file in the last checkpoint (for reuse)
         self.last_checkpoint: tuple[int, float] | None = None  # (LSN, seconds to write)
         self.path.mkdir(parents=True, exist_ok=True)
         self.log: Log | None = None
@@ -152,7 +153,7 @@ class DataDir:
 
     def _write_checkpoint(self, lsn: int, img) -> None:
         start = time.perf_counter()
-        checkpoint.write(self.checkpoints, lsn, img)
+        checkpoint.write(self.checkpoints, lsn, img, self._files)
         del img
         # Everything at or before ``lsn`` is in the checkpoint now.
         checkpoint.remove_before(self.checkpoints, lsn)
