@@ -1,9 +1,12 @@
 """Crash tests: ``psoup serve --data-dir`` killed with SIGKILL at random moments while
-several clients ingest, register, unregister and invoke, then started again on the same
+several clients ingest, register, unregister and invoke, and another replaces a stream's
+contents with bulk loads and creates and drops a stream, then started again on the same
 directory. After every restart each stream holds exactly its acknowledged batches, in
 order (plus, at most, the one batch in flight when the kill came, wholly or not at all),
-every acknowledged handle that was not unregistered works with the same owner, and every
-invoke equals the brute-force oracle's answer over those contents."""
+the loaded stream holds its last acknowledged load (or the one in flight), the dropped
+stream exists as acknowledged, every acknowledged handle that was not unregistered works
+with the same owner, and every invoke equals the brute-force oracle's answer over those
+contents."""
 
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ TEMPLATES = (
     "SELECT {s}.b, MAX({s}.a) FROM {s} WHERE {s}.t > :x GROUP BY {s}.b BEGIN 0 END NOW",
 )
 JOIN = "SELECT * FROM s0 AS x, s1 AS y WHERE x.a = y.b BEGIN NOW - 4 END NOW"
+H_QUERY = "SELECT h.v, COUNT(*), SUM(h.t) FROM h WHERE h.v < 7 GROUP BY h.v BEGIN 0 END NOW"
 
 
 @dataclass
@@ -49,12 +53,47 @@ class Client:
     gone: list[str] = field(default_factory=list)  # acknowledged unregistrations
 
 
+@dataclass
+class Loader:
+    """The client that bulk-loads stream ``h`` and creates and drops stream ``scratch``."""
+
+    rng: random.Random
+    loaded: list[tuple] = field(default_factory=list)  # the last acknowledged load's rows
+    loading: list[tuple] | None = None  # a load whose commit was not acknowledged
+    scratch: bool = False  # acknowledged to exist
+    scratch_unsure: bool = False  # a create or drop in flight
+    handle: str | None = None  # a query over h, registered at the start
+
+    def step(self, c: PSoupClient) -> None:
+        if self.rng.random() < 0.7:
+            rows = sorted(
+                ((self.rng.randint(0, 9), self.rng.randint(0, 50))
+                 for _ in range(self.rng.randint(0, 300))),
+                key=lambda r: r[1],
+            )  # fmt: skip
+            load = c.begin_load("h")
+            if rows:
+                cols = {"v": [r[0] for r in rows], "t": [r[1] for r in rows]}
+                c.load_batches(load, "h", [cols])
+            self.loading = rows
+            c.commit_load(load)
+            self.loaded, self.loading = rows, None
+        else:
+            self.scratch_unsure = True
+            if self.scratch:
+                c.drop_stream("scratch")
+            else:
+                c.create_stream("scratch", SCHEMA, time="t")
+            self.scratch, self.scratch_unsure = not self.scratch, False
+
+
 class Round:
     """One server life: check what the last one left, then work until the kill."""
 
-    def __init__(self, data: Path, clients: list[Client], kill_after: int):
+    def __init__(self, data: Path, clients: list[Client], loader: Loader, kill_after: int):
         self.srv = ServerProcess(data_dir=data)
         self.clients = clients
+        self.loader = loader
         self.kill_after = kill_after
         self.acks = 0
         self.lock = threading.Lock()
@@ -71,7 +110,10 @@ class Round:
             if first:
                 for cl in self.clients:
                     c.create_stream(cl.stream, SCHEMA, time="t")
+                c.create_stream("h", {"v": "int", "t": "int"}, time="t")
+                self.loader.handle = c.register(H_QUERY)
                 return
+            self.check_loader(c)
             for cl in self.clients:
                 oracle.create_stream(cl.stream, SCHEMA, "t", None)
                 got = _rows(c, cl.stream)
@@ -102,6 +144,33 @@ class Round:
                     assert res.now == oracle.current_now(mine), text
                     assert rows_equal(rows, res.rows), f"{text} {params}: {rows} != {res.rows}"
                     assert c.describe_query(h).text == text
+
+    def check_loader(self, c: PSoupClient) -> None:
+        ld = self.loader
+        got = [(int(v), int(t)) for p in c.read_stream("h")
+               for v, t in zip(p["v"], p["t"], strict=True)]  # fmt: skip
+        if ld.loading is not None and got == ld.loading:
+            ld.loaded = ld.loading  # its commit reached the log before the kill
+        ld.loading = None
+        assert got == ld.loaded, f"h: {len(got)} rows, the last load had {len(ld.loaded)}"
+        oracle = Oracle()
+        oracle.create_stream("h", {"v": "int", "t": "int"}, "t", None)
+        if ld.loaded:
+            oracle.insert("h", ld.loaded)
+        assert c.invoke(ld.handle).rows == oracle.invoke(oracle.register(H_QUERY))[1]
+        exists = "scratch" in {s.name for s in c.list_streams()}
+        if ld.scratch_unsure:
+            ld.scratch, ld.scratch_unsure = exists, False
+        assert exists == ld.scratch
+
+    def load(self) -> None:
+        with PSoupClient(self.srv.target, timeout=30) as c:
+            try:
+                while True:
+                    self.loader.step(c)
+                    self.ack()
+            except PSoupRpcError:
+                return
 
     def work(self, cl: Client) -> None:
         with PSoupClient(self.srv.target, timeout=30, batch_rows=1000) as c:
@@ -144,6 +213,7 @@ class Round:
 
     def run(self) -> None:
         threads = [threading.Thread(target=self.work, args=(cl,)) for cl in self.clients]
+        threads.append(threading.Thread(target=self.load))
         for t in threads:
             t.start()
         for t in threads:
@@ -163,8 +233,9 @@ def _rows(c: PSoupClient, stream: str) -> list[tuple]:
 def test_a_killed_server_keeps_everything_it_acknowledged(tmp_path: Path) -> None:
     rng = random.Random(20261125)
     clients = [Client(f"s{i}", random.Random(rng.random())) for i in range(CLIENTS)]
+    loader = Loader(random.Random(rng.random()))
     for i in range(ROUNDS + 1):
-        rnd = Round(tmp_path / "data", clients, kill_after=rng.randint(1, 40))
+        rnd = Round(tmp_path / "data", clients, loader, kill_after=rng.randint(1, 40))
         try:
             rnd.check_recovered(first=i == 0)
             if i < ROUNDS:
