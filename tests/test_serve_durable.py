@@ -58,16 +58,22 @@ def test_a_second_server_on_a_busy_port_refuses(tmp_path: Path) -> None:
         assert f"cannot bind 127.0.0.1:{port}" in second.stderr
 
 
-def test_a_torn_last_record_is_dropped_with_a_warning(tmp_path: Path) -> None:
-    data = tmp_path / "d"
+def _killed_after(data: Path, *batches: list[tuple]) -> Path:
+    """A server on ``data`` that stored ``batches`` into stream r and was SIGKILLed; its
+    last log segment."""
     with ServerProcess(data_dir=data) as srv:
         with PSoupClient(srv.target, timeout=30) as c:
             c.create_stream("r", {"a": "int", "t": "int"}, time="t")
-            c.insert("r", [(1, 1)])
-            c.insert("r", [(2, 2), (3, 3)])
+            for rows in batches:
+                c.insert("r", rows)
         srv.proc.kill()
         srv.proc.wait()
-    (_, seg) = wal.segments(data / "wal")[-1]
+    return wal.segments(data / "wal")[-1][1]
+
+
+def test_a_torn_last_record_is_dropped_with_a_warning(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    seg = _killed_after(data, [(1, 1)], [(2, 2), (3, 3)])
     with open(seg, "r+b") as f:
         f.truncate(seg.stat().st_size - 3)
     proc = subprocess.Popen(
@@ -87,13 +93,7 @@ def test_a_torn_last_record_is_dropped_with_a_warning(tmp_path: Path) -> None:
 
 def test_a_damaged_log_refuses_to_start_and_says_what_to_do(tmp_path: Path) -> None:
     data = tmp_path / "d"
-    with ServerProcess(data_dir=data) as srv:
-        with PSoupClient(srv.target, timeout=30) as c:
-            c.create_stream("r", {"a": "int", "t": "int"}, time="t")
-            c.insert("r", [(1, 1)])
-        srv.proc.kill()
-        srv.proc.wait()
-    (_, seg) = wal.segments(data / "wal")[-1]
+    seg = _killed_after(data, [(1, 1)])
     raw = bytearray(seg.read_bytes())
     raw[len(wal.MAGIC) + wal.FRAME_BYTES + 3] ^= 0x40  # inside the first record
     seg.write_bytes(bytes(raw))

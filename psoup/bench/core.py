@@ -42,6 +42,14 @@ class Section:
     notes: list[str] = field(default_factory=list)
     plots: list[str] = field(default_factory=list)
 
+    def show(self) -> list[str]:
+        """Print the table and notes; returns them as Markdown lines for BENCHMARKS.md."""
+        print(f"\n{self.title}\n{report.table(self.headers, self.rows)}")
+        for note in self.notes:
+            print(f"  {note}")
+        return [f"### {self.title}", "", report.markdown_table(self.headers, self.rows), "",
+                *self.notes, ""]  # fmt: skip
+
 
 def _batches(rng: np.random.Generator, make: Callable[[int], dict], count: int, t0: int):
     """``count`` column batches of BATCH rows with consecutive timestamps from ``t0``."""
@@ -342,11 +350,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
     md = [f"## Engine core (`{command}`)", "", f"Machine: {where}.", ""]
     print(f"machine: {where}")
     for sec in sections:
-        print(f"\n{sec.title}\n{report.table(sec.headers, sec.rows)}")
-        for note in sec.notes:
-            print(f"  {note}")
-        md += [f"### {sec.title}", "", report.markdown_table(sec.headers, sec.rows), ""]
-        md += [*sec.notes, ""]
+        md += sec.show()
         for name in sec.plots:
             ylabel = "ms per invoke" if "invoke" in name else "tuples/s"
             xlabel = "window (tuples)" if "invoke" in name else "registered queries"

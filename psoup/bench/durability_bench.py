@@ -153,11 +153,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
     md = [f"## Durability (`{command}`)", "", f"Machine: {where}.", ""]
     print(f"machine: {where}")
     for sec in sections:
-        print(f"\n{sec.title}\n{report.table(sec.headers, sec.rows)}")
-        for note in sec.notes:
-            print(f"  {note}")
-        md += [f"### {sec.title}", "", report.markdown_table(sec.headers, sec.rows), "",
-               *sec.notes, ""]  # fmt: skip
+        md += sec.show()
     rec = sections[1]
     plot = "durability_recovery" + ("_quick" if quick else "") + ".png"
     report.plot(

@@ -155,11 +155,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
     md = [f"## gRPC (`{command}`)", "", f"Machine: {where}.", ""]
     print(f"machine: {where}")
     for sec in sections:
-        print(f"\n{sec.title}\n{report.table(sec.headers, sec.rows)}")
-        for note in sec.notes:
-            print(f"  {note}")
-        table = report.markdown_table(sec.headers, sec.rows)
-        md += [f"### {sec.title}", "", table, "", *sec.notes, ""]
+        md += sec.show()
     lat = sections[1]
     report.plot(
         out_dir / "grpc_invoke_latency.png",
