@@ -73,6 +73,9 @@ from pathlib import Path
 
 import numpy as np
 
+# pyarrow's streaming CSV reader decodes about 16 blocks ahead of the consumer: 1 MB
+# blocks hold ~50 MB (16 MB blocks held 0.7 GB in the driver) and read as fast.
+CSV_BLOCK = 1 << 20
 INPUT_FIELDS = (
     "type",
     "time",
@@ -179,7 +182,7 @@ def _file_source(path: Path) -> Source:
     def chunks(names: tuple[str, ...]) -> Iterator[Iterable[tuple[int, ...]]]:
         reader = pacsv.open_csv(
             path,
-            read_options=pacsv.ReadOptions(column_names=list(INPUT_FIELDS), block_size=32 << 20),
+            read_options=pacsv.ReadOptions(column_names=list(INPUT_FIELDS), block_size=CSV_BLOCK),
             convert_options=pacsv.ConvertOptions(
                 include_columns=list(names), column_types=dict.fromkeys(names, pa.int64())
             ),

@@ -31,7 +31,7 @@ from clients.errors import PSoupRpcError
 from clients.psoup_client import PSoupClient
 from clients.vehicle import Vehicle
 from psoup.child import in_child
-from psoup.linear_road.check import CONVENTION_FILE, DEADLINES, FILES
+from psoup.linear_road.check import CONVENTION_FILE, CSV_BLOCK, DEADLINES, FILES
 from psoup.linear_road.network import REPORT_FIELDS
 from psoup.linear_road.streams import ALL_ALERTS, ALL_TOLLS
 from psoup.progress import progress_bar
@@ -104,8 +104,8 @@ def _last_time(path: Path) -> int:
 
 def read_seconds(path: Path) -> Iterator[tuple[int, np.ndarray]]:
     """(t, rows of second t as an int64 array of the 15 fields) for t = 0 .. last, empty
-    seconds included; the file is streamed with pyarrow in 16 MB blocks, so memory stays
-    at a block whatever the file's size. Raises ValueError on a line that is not 15
+    seconds included; the file is streamed with pyarrow in 1 MB blocks (CSV_BLOCK), so
+    memory stays at ~50 MB whatever the file's size. Raises ValueError on a line that is not 15
     integers or a time out of order."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
@@ -114,7 +114,7 @@ def read_seconds(path: Path) -> Iterator[tuple[int, np.ndarray]]:
     try:
         reader = pacsv.open_csv(
             path,
-            read_options=pacsv.ReadOptions(column_names=names, block_size=16 << 20),
+            read_options=pacsv.ReadOptions(column_names=names, block_size=CSV_BLOCK),
             convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.int64())),
         )
     except pa.ArrowInvalid as err:
@@ -568,8 +568,8 @@ def children_peak_rss(name: str) -> dict[str, int]:
 
 def hydrate_history(history_path: Path, server: str, out_dir: Path) -> object:
     """Load the toll history into ``toll_history`` with the PySpark pipeline, in a child
-    process: the Spark driver's buffers (0.7 GB resident after a 25-million-row history,
-    never given back) are not the replay's. Returns the pipeline's HydrateSummary."""
+    process: whatever the Spark driver side holds (py4j, Arrow buffers) is not the
+    replay's. Returns the pipeline's HydrateSummary."""
     return in_child(_hydrate, history_path, server, out_dir)
 
 
