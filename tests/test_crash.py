@@ -29,6 +29,7 @@ CLIENTS = 3
 # (docs/DURABILITY.md records its result).
 ROUNDS = int(os.environ.get("PSOUP_CRASH_ROUNDS", 20))
 SCHEMA = {"a": "int", "b": "int", "t": "int"}
+KEEP = 60  # the clients' streams' max_window: joins and state stay small over 1,000 kills
 TEMPLATES = (
     "SELECT * FROM {s} WHERE {s}.a < :x BEGIN NOW - 6 END NOW",
     "SELECT {s}.t, {s}.b FROM {s} WHERE {s}.b BETWEEN :x AND 6 BEGIN 0 END NOW",
@@ -46,7 +47,7 @@ class Client:
     stream: str
     rng: random.Random
     next_t: int = 0
-    batches: list[list[tuple]] = field(default_factory=list)  # acknowledged, in order
+    rows: list[tuple] = field(default_factory=list)  # acknowledged and still retained
     in_flight: list[tuple] | None = None  # a batch sent but not acknowledged
     handles: dict[str, tuple[str, dict]] = field(default_factory=dict)  # handle -> query
     unregistering: str | None = None  # an unregister sent but not acknowledged
@@ -109,20 +110,19 @@ class Round:
         with PSoupClient(self.srv.target, timeout=30) as c:
             if first:
                 for cl in self.clients:
-                    c.create_stream(cl.stream, SCHEMA, time="t")
+                    c.create_stream(cl.stream, SCHEMA, time="t", max_window=KEEP)
                 c.create_stream("h", {"v": "int", "t": "int"}, time="t")
                 self.loader.handle = c.register(H_QUERY)
                 return
             self.check_loader(c)
             for cl in self.clients:
-                oracle.create_stream(cl.stream, SCHEMA, "t", None)
+                oracle.create_stream(cl.stream, SCHEMA, "t", KEEP)
                 got = _rows(c, cl.stream)
-                kept = [r for b in cl.batches for r in b]
-                if cl.in_flight is not None and got == kept + cl.in_flight:
-                    cl.batches.append(cl.in_flight)  # it made it to the log before the kill
-                    kept = got
-                assert got == kept, f"{cl.stream}: {len(got)} rows, {len(kept)} acknowledged"
+                if cl.in_flight is not None and got == _retained(cl.rows + cl.in_flight):
+                    cl.rows += cl.in_flight  # it made it to the log before the kill
                 cl.in_flight = None
+                kept = cl.rows = _retained(cl.rows)
+                assert got == kept, f"{cl.stream}: {len(got)} rows, {len(kept)} acknowledged"
                 if kept:
                     oracle.insert(cl.stream, kept)
                 if cl.unregistering is not None:
@@ -190,7 +190,7 @@ class Round:
                 batch.append((cl.rng.randint(0, 6), cl.rng.randint(0, 6), cl.next_t))
             cl.in_flight = batch
             c.insert(cl.stream, batch)
-            cl.batches.append(batch)
+            cl.rows += batch
             cl.in_flight = None
         elif r < 0.8:
             if cl.stream == "s0" and cl.rng.random() < 0.2:
@@ -220,6 +220,11 @@ class Round:
             t.join(timeout=120)
         assert not any(t.is_alive() for t in threads), "a client hung after the kill"
         self.srv.proc.wait(timeout=30)
+
+
+def _retained(rows: list[tuple]) -> list[tuple]:
+    """The rows a stream of max_window KEEP shows: time within KEEP of the latest."""
+    return [r for r in rows if r[2] >= rows[-1][2] - KEEP] if rows else []
 
 
 def _rows(c: PSoupClient, stream: str) -> list[tuple]:
