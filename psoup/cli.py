@@ -335,6 +335,14 @@ def _add_serve(sub) -> None:
         "power loss may lose the last MS, a process crash nothing) or off (when the OS "
         "likes: safe from a process crash only); docs/DURABILITY.md",
     )
+    serve.add_argument(
+        "--checkpoint-every",
+        type=_positive,
+        default=256,
+        metavar="MB",
+        help="start a checkpoint once this much log was written since the last one; the log "
+        "replayed at start is at most this long (default: %(default)s)",
+    )
     serve.add_argument("--tls-cert", metavar="FILE", help="PEM certificate chain (needs --tls-key)")
     serve.add_argument("--tls-key", metavar="FILE", help="PEM private key (needs --tls-cert)")
     limits = serve.add_argument_group("limits")
@@ -721,6 +729,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         linear_road=args.linear_road,
         data_dir=None if args.in_memory else str(args.data_dir or default_data_dir()),
         sync=args.sync,
+        checkpoint_bytes=args.checkpoint_every << 20,
     )
     # Recovery's warnings (a torn last record dropped) as one plain line each.
     warnings.formatwarning = lambda message, *_args, **_kw: f"psoup: warning: {message}\n"

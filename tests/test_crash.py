@@ -92,7 +92,8 @@ class Round:
     """One server life: check what the last one left, then work until the kill."""
 
     def __init__(self, data: Path, clients: list[Client], loader: Loader, kill_after: int):
-        self.srv = ServerProcess(data_dir=data)
+        # A checkpoint every MB of log: kills land while one is written, too.
+        self.srv = ServerProcess("--checkpoint-every", "1", data_dir=data)
         self.clients = clients
         self.loader = loader
         self.kill_after = kill_after

@@ -86,7 +86,11 @@ def start_server(config: ServerConfig) -> RunningServer:
     _check_port_free(config.host, config.port)
     # Taken first: a second server on the same directory stops here, before the port.
     app = f"linear-road:{config.linear_road}" if config.linear_road else None
-    data = DataDir(config.data_dir, sync, application=app) if config.data_dir else None
+    data = (
+        DataDir(config.data_dir, sync, application=app, checkpoint_bytes=config.checkpoint_bytes)
+        if config.data_dir
+        else None
+    )
     engine = psoup.connect(strategy=config.strategy)
     worker = EngineWorker(config.ingest_queue_batches, config.freeze_heap_every)
     try:

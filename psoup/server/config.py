@@ -31,3 +31,4 @@ class ServerConfig:
     # memory only; ``psoup serve`` picks a default directory unless --in-memory).
     data_dir: str | None = None
     sync: str = "batch"  # batch | interval=MS | off (psoup/storage/log.py: Sync)
+    checkpoint_bytes: int = 256 << 20  # log written since the last checkpoint that starts one
