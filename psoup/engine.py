@@ -281,12 +281,11 @@ class Engine:
             return InsertResult(self._next_tid, self._next_tid - 1, 0, 0)
         if restored is None:
             self._log("insert", {"stream": st.name}, cols)
-        # Nothing below can fail on user input: the batch is now applied whole.
-        if restored is None:
             tids = np.arange(self._next_tid, self._next_tid + n, dtype=np.int64)
             self._next_tid += n
         else:
             tids = restored
+        # Nothing below can fail on user input: the batch is now applied whole.
         stem = st.stem
         first = stem.append(cols, tids)
         ts = cols[st.schema.time_index]
