@@ -152,20 +152,27 @@ def read_until(path: Path, seconds: int) -> np.ndarray:
 
 
 class _ReadAhead:
-    """``read_seconds(path)`` on a thread of its own, up to ``seconds`` ahead of the
-    consumer, so parsing the next block never delays the paced sends. Raises what the
-    reader raised."""
+    """``read_seconds(path)`` for the seconds in [start, until) on a thread of its own, up
+    to ``seconds`` ahead of the consumer, so parsing the next block never delays the paced
+    sends. Raises what the reader raised."""
 
     _END = object()
 
-    def __init__(self, path: Path, seconds: int = 256) -> None:
+    def __init__(
+        self, path: Path, seconds: int = 256, start: int = 0, until: int | None = None
+    ) -> None:
         self._q: queue.Queue = queue.Queue(maxsize=seconds)
         self.first_ready = threading.Event()
-        threading.Thread(target=self._fill, args=(path,), daemon=True).start()
+        span = (start, until if until is not None else float("inf"))
+        threading.Thread(target=self._fill, args=(path, *span), daemon=True).start()
 
-    def _fill(self, path: Path) -> None:
+    def _fill(self, path: Path, start: int, until: float) -> None:
         try:
             for item in read_seconds(path):
+                if item[0] < start:
+                    continue
+                if item[0] >= until:
+                    break
                 self._q.put(item)
                 self.first_ready.set()
             self._q.put(self._END)
@@ -185,9 +192,10 @@ class _AnswerFiles:
     times and responses kept, as compact numpy columns: memory O(answers x 8 bytes), not
     the rows. Thread-safe."""
 
-    def __init__(self, out_dir: Path) -> None:
+    def __init__(self, out_dir: Path, append: bool = False) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        self.files = {k: open(out_dir / name, "w", newline="") for k, name in FILES.items()}  # noqa: SIM115
+        mode = "a" if append else "w"
+        self.files = {k: open(out_dir / name, mode, newline="") for k, name in FILES.items()}  # noqa: SIM115
         self.times: dict[str, list[np.ndarray]] = {k: [] for k in FILES}
         self.responses: dict[str, list[np.ndarray]] = {k: [] for k in FILES}
         self.lock = threading.Condition()
@@ -279,12 +287,23 @@ def replay(
     out_dir: Path,
     progress: bool = True,
     server_cpu: Callable[[], float] | None = None,
+    *,
+    start: int = 0,
+    until: int | None = None,
+    vehicles: dict[int, Vehicle] | None = None,
 ) -> Replay:
-    """Replay the input file against the server behind ``client``, writing the answer
-    files into ``out_dir`` as answers arrive. ``server_cpu()`` (the server's CPU seconds so
-    far), when given, is sampled with the queue depth. Memory: the input is streamed and
-    the answers are not kept, only 6 bytes of response time each."""
-    answers = _AnswerFiles(out_dir)
+    """Replay the input file's seconds in [start, until) (all of them by default) against
+    the server behind ``client``, writing the answer files into ``out_dir`` as answers
+    arrive. ``server_cpu()`` (the server's CPU seconds so far), when given, is sampled
+    with the queue depth. Memory: the input is streamed and the answers are not kept, only
+    6 bytes of response time each.
+
+    A replay from ``start`` > 0 goes on with an earlier one (one that ended at ``until =
+    start``, against a server that has kept its state, e.g. restarted on its data
+    directory): its clock starts at simulated second ``start``, its answers are appended
+    to the files in ``out_dir``, and given the earlier replay's ``vehicles`` (each
+    vehicle's handles) it invokes the queries registered then, now through ``client``."""
+    answers = _AnswerFiles(out_dir, append=start > 0)
     clock: dict[str, float] = {}
     last = _last_time(input_path)
     send_lag = np.zeros(last + 1, dtype=np.float32)
@@ -295,12 +314,14 @@ def replay(
         return int((time.monotonic() - clock["start"]) * speedup)
 
     # The alert service: every toll notification and accident alert, as it is made. The
-    # current result comes first: once it is here the subscription is in place.
+    # current result comes first: once it is here the subscription is in place. Derived
+    # rows counted by then were made before this replay (by an earlier one).
     subs = []
     for text in (ALL_TOLLS, ALL_ALERTS):
         sub = client.subscribe(client.register(text), include_current=True)
         next(sub)
         subs.append(sub)
+    made_before = _derived_made(client)
 
     def listen(sub, kind: str, shape: Callable[[tuple, int], tuple]) -> None:
         for _kind, result, _tid in sub:
@@ -322,7 +343,9 @@ def replay(
     sent = queue.Queue()  # per-second batches for the ingest stream; None ends it
     acked = {"n": 0}
     ack_cond = threading.Condition()
-    vehicles: dict[int, Vehicle] = {}
+    vehicles = {} if vehicles is None else vehicles
+    for v in vehicles.values():
+        v.client = client
     vlock = threading.Lock()
     phases: list[tuple[float, float]] = []  # per request: ms waiting for its second, in RPCs
     done = threading.Event()
@@ -389,11 +412,12 @@ def replay(
     pool = ThreadPoolExecutor(max_workers=8)
     pending: list = []
     n_sent = 0
-    ahead = _ReadAhead(input_path)
+    ahead = _ReadAhead(input_path, start=start, until=until)
     ahead.first_ready.wait()  # the first block is parsed before the clock starts
-    clock["start"] = time.monotonic()
+    clock["start"] = time.monotonic() - start / speedup
     sampler.start()
-    bar = progress_bar(total=last + 1, desc="simulated seconds", unit="s", enabled=progress)
+    total = (last + 1 if until is None else min(until, last + 1)) - start
+    bar = progress_bar(total=total, desc="simulated seconds", unit="s", enabled=progress)
     for s, rows in ahead:
         due = clock["start"] + s / speedup
         pause = due - time.monotonic()
@@ -417,12 +441,12 @@ def replay(
     acker.join(timeout=600)
     # Every derived row reaches the alert service: wait until as many arrived as the server
     # made (its streams count them).
-    made = {
-        "toll": client.describe_stream("toll_notifications").tuples_ingested,
-        "accident": client.describe_stream("accident_alerts").tuples_ingested,
-    }
+    made = _derived_made(client)
     with answers.lock:
-        answers.lock.wait_for(lambda: all(answers.derived[k] >= made[k] for k in made), timeout=600)
+        answers.lock.wait_for(
+            lambda: all(answers.derived[k] >= made[k] - made_before[k] for k in made),
+            timeout=600,
+        )
     for s in subs:
         s.cancel()
     done.set()
@@ -433,6 +457,14 @@ def replay(
     return Replay(
         answers, seconds, answers.failed, send_lag, queue_at, cpu_at, own_rss[0], request_ms
     )
+
+
+def _derived_made(client: PSoupClient) -> dict[str, int]:
+    """How many toll notifications and accident alerts the server has made so far."""
+    return {
+        "toll": client.describe_stream("toll_notifications").tuples_ingested,
+        "accident": client.describe_stream("accident_alerts").tuples_ingested,
+    }
 
 
 def summarize(rep: Replay, speedup: float) -> Summary:
