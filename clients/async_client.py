@@ -165,6 +165,20 @@ class AsyncPSoupClient:
         self._schemas.pop(name, None)
         await self._unary(self._stub.DropStream, pb.DropStreamRequest(name=name), timeout)
 
+    async def grant(
+        self, stream: str, client: str, right: str, *, timeout: Timeout = DEFAULT
+    ) -> StreamInfo:
+        """Give ``client`` a ``right`` ('read' or 'write') on ``stream`` (owner or admin)."""
+        req = pb.GrantRequest(stream=stream, client=client, right=right)
+        return messages.stream_info(await self._unary(self._stub.Grant, req, timeout))
+
+    async def revoke(
+        self, stream: str, client: str, right: str, *, timeout: Timeout = DEFAULT
+    ) -> StreamInfo:
+        """Take ``right`` on ``stream`` back from ``client`` (owner or admin)."""
+        req = pb.GrantRequest(stream=stream, client=client, right=right)
+        return messages.stream_info(await self._unary(self._stub.Revoke, req, timeout))
+
     # -- ingest -----------------------------------------------------------------------
     async def insert(
         self, stream: str, rows: Iterable[Sequence | Mapping], *, timeout: Timeout = None

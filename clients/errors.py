@@ -58,7 +58,8 @@ class Unauthenticated(PSoupRpcError):
 
 
 class PermissionDenied(PSoupRpcError):
-    """PERMISSION_DENIED: the query handle belongs to another client."""
+    """PERMISSION_DENIED: the query handle belongs to another client, or the client lacks
+    a right on a stream (the message names the stream and the right)."""
 
 
 class Unavailable(PSoupRpcError):

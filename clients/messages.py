@@ -35,6 +35,8 @@ class StreamInfo:
     tuples_ingested: int = 0
     queries: int = 0
     last_ts: int | float | None = None
+    owner: str = ""  # the client that created it ("" without authentication)
+    grants: dict[str, tuple[str, ...]] = field(default_factory=dict)  # client -> rights
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,8 @@ def stream_info(msg: pb.StreamInfo) -> StreamInfo:
         tuples_ingested=msg.tuples_ingested,
         queries=msg.queries,
         last_ts=codec.from_value(msg.last_ts) if msg.HasField("last_ts") else None,
+        owner=msg.owner,
+        grants={g.client: tuple(g.rights) for g in msg.grants},
     )
 
 

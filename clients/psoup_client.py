@@ -165,6 +165,22 @@ class PSoupClient:
         self._schemas.pop(name, None)
         self._unary(self._stub.DropStream, pb.DropStreamRequest(name=name), timeout)
 
+    def grant(
+        self, stream: str, client: str, right: str, *, timeout: Timeout = DEFAULT
+    ) -> StreamInfo:
+        """Give ``client`` a ``right`` ('read' or 'write') on ``stream``: its owner or an
+        admin only (PermissionDenied otherwise). Returns the stream with its grants."""
+        req = pb.GrantRequest(stream=stream, client=client, right=right)
+        return messages.stream_info(self._unary(self._stub.Grant, req, timeout))
+
+    def revoke(
+        self, stream: str, client: str, right: str, *, timeout: Timeout = DEFAULT
+    ) -> StreamInfo:
+        """Take ``right`` on ``stream`` back from ``client``: its queries over the stream
+        stop being invokable. Owner or admin only. Returns the stream with its grants."""
+        req = pb.GrantRequest(stream=stream, client=client, right=right)
+        return messages.stream_info(self._unary(self._stub.Revoke, req, timeout))
+
     # -- ingest -----------------------------------------------------------------------
     def insert(
         self,

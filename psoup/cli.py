@@ -345,6 +345,12 @@ def _add_serve(sub) -> None:
     )
     serve.add_argument("--tls-cert", metavar="FILE", help="PEM certificate chain (needs --tls-key)")
     serve.add_argument("--tls-key", metavar="FILE", help="PEM private key (needs --tls-cert)")
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow --auth-tokens without TLS on an address that is not loopback (the "
+        "tokens then travel in clear: only on a network you trust)",
+    )
     limits = serve.add_argument_group("limits")
     limits.add_argument(
         "--max-message-bytes",
@@ -438,6 +444,19 @@ def _add_client(sub) -> None:
     )
     p = client(ssub, "drop", "forget a stream and its tuples", "stream drop")
     p.add_argument("name", help="stream name")
+
+    for verb, help_ in (
+        ("grant", "give a client a right on a stream (its owner or an admin only)"),
+        ("revoke", "take a client's right on a stream back (its owner or an admin only)"),
+    ):
+        p = client(sub, verb, help_, verb)
+        p.add_argument("stream", help="stream name")
+        p.add_argument("client_id", metavar="CLIENT", help="the client id (from the tokens file)")
+        p.add_argument(
+            "right",
+            choices=("read", "write"),
+            help="read: register queries over it and read it out; write: ingest and bulk load",
+        )
 
     p = client(sub, "ingest", "send the rows of a CSV file to a stream", "ingest")
     p.add_argument("name", help="stream name")
@@ -720,6 +739,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         auth_tokens_file=args.auth_tokens,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        insecure=args.insecure,
         max_message_bytes=args.max_message_bytes,
         max_batch_rows=args.max_batch_rows,
         max_query_chars=args.max_query_chars,

@@ -78,6 +78,22 @@ def stream_drop(c: PSoupClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def grant(c: PSoupClient, args: argparse.Namespace) -> int:
+    info = c.grant(args.stream, args.client_id, args.right)
+    _print(f"granted {args.right} on {args.stream} to {args.client_id}: {_grants(info)}")
+    return EXIT_OK
+
+
+def revoke(c: PSoupClient, args: argparse.Namespace) -> int:
+    info = c.revoke(args.stream, args.client_id, args.right)
+    _print(f"revoked {args.right} on {args.stream} from {args.client_id}: {_grants(info)}")
+    return EXIT_OK
+
+
+def _grants(info) -> str:
+    return formatting.grants_text(info.grants) or "no grants left"
+
+
 # ----------------------------------------------------------------------------- ingest
 
 
@@ -198,6 +214,8 @@ COMMANDS: dict[str, Callable[[PSoupClient, argparse.Namespace], int]] = {
     "stream list": stream_list,
     "stream describe": stream_describe,
     "stream drop": stream_drop,
+    "grant": grant,
+    "revoke": revoke,
     "ingest": ingest,
     "register": register,
     "invoke": invoke,

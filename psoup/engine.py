@@ -39,6 +39,7 @@ from stems.data_stem import DataSteM
 from stems.query_stem import QuerySteM
 from stems.schema import DTYPES, Schema
 
+RIGHTS = ("read", "write")  # what a stream's owner may grant another client
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -53,6 +54,8 @@ class Stream:
     last_ts: int | float | None = None
     queries: set[int] = field(default_factory=set)
     tuples_ingested: int = 0
+    owner: str | None = None  # the client that created it (None: no authentication)
+    grants: dict[str, set[str]] = field(default_factory=dict)  # client -> rights
 
     def visible_from(self) -> int:
         """First seq still visible under the retention horizon. O(log n)."""
@@ -89,6 +92,8 @@ class StreamImage:
     start_seq: int
     parts: list[tuple[list[np.ndarray], np.ndarray]]  # (columns, tuple ids) per block
     version: tuple[int, int, int] = (0, 0, 0)  # equal versions: equal rows (stem uid, seqs)
+    owner: str | None = None
+    grants: dict[str, list[str]] = field(default_factory=dict)  # client -> sorted rights
 
 
 @dataclass
@@ -169,8 +174,10 @@ class Engine:
         schema: Mapping[str, str] | Sequence[tuple[str, str]],
         time: str,
         max_window: int | float | None = None,
+        owner: str | None = None,
     ) -> Schema:
-        """Declare a stream. Raises SchemaError or AlreadyExistsError. O(attributes)."""
+        """Declare a stream, owned by ``owner`` (the server's client id; None without
+        authentication). Raises SchemaError or AlreadyExistsError. O(attributes)."""
         sch = _make_schema(name, schema, time, max_window)
         with self.lock:
             if name in self.streams:
@@ -178,12 +185,36 @@ class Engine:
             self._log(
                 "create_stream",
                 {"name": name, "schema": [list(a) for a in zip(sch.names, sch.types, strict=True)],
-                 "time": time, "max_window": max_window},
+                 "time": time, "max_window": max_window, "owner": owner},
             )  # fmt: skip
             self.streams[name] = Stream(
-                name, sch, max_window, DataSteM(sch, self.block_rows, self.segment_blocks)
-            )
+                name, sch, max_window, DataSteM(sch, self.block_rows, self.segment_blocks),
+                owner=owner,
+            )  # fmt: skip
             return sch
+
+    def set_grant(self, name: str, client: str, right: str, granted: bool) -> bool:
+        """Grant (``granted``) or revoke ``right`` ('read' or 'write') on stream ``name``
+        to ``client``; returns whether anything changed (an unchanged grant is not
+        logged). Who may do it is the caller's business (psoup/access.py). Raises
+        UnknownStreamError, or SchemaError for another right. O(1)."""
+        if right not in RIGHTS:
+            raise SchemaError(f"right: {right!r} is not one of {', '.join(RIGHTS)}")
+        with self.lock:
+            st = self._stream(name)
+            has = right in st.grants.get(client, ())
+            if has == granted:
+                return False
+            self._log(
+                "grant", {"stream": name, "client": client, "right": right, "granted": granted}
+            )
+            if granted:
+                st.grants.setdefault(client, set()).add(right)
+            else:
+                st.grants[client].discard(right)
+                if not st.grants[client]:
+                    del st.grants[client]
+            return True
 
     def drop_stream(self, name: str) -> None:
         """Remove a stream no registered query reads (else PreconditionError)."""
@@ -341,7 +372,8 @@ class Engine:
             streams = [
                 StreamImage(st.name, st.schema, st.max_window, st.last_ts, st.tuples_ingested,
                             st.stem.start_seq, st.stem.parts(),
-                            (st.stem.uid, st.stem.start_seq, st.stem.end_seq))
+                            (st.stem.uid, st.stem.start_seq, st.stem.end_seq), st.owner,
+                            {c: sorted(r) for c, r in sorted(st.grants.items())})
                 for st in self.streams.values()
             ]  # fmt: skip
             queries = [
@@ -374,6 +406,8 @@ class Engine:
                     si.schema, si.start_seq, self.block_rows, self.segment_blocks
                 )
                 st.last_ts = None
+                st.owner = si.owner
+                st.grants = {c: set(r) for c, r in si.grants.items()}
             for name, blob in img.states.items():
                 if name in self._states:
                     self._states[name].restore(blob)
@@ -393,7 +427,11 @@ class Engine:
 
     # =============================================================== register
     def register(
-        self, text: str, params: Mapping[str, object] | None = None, owner: str | None = None
+        self,
+        text: str,
+        params: Mapping[str, object] | None = None,
+        owner: str | None = None,
+        allow: Callable[[Sequence[str]], None] | None = None,
     ) -> str:
         """Register a standing query; returns its handle (128 random bits, hex).
 
@@ -401,7 +439,9 @@ class Engine:
         ``owner`` is kept with it (the server's client id). Cost: the new query probes
         the stored data of its streams (new query x old data).
         """
-        return self.restore_query(secrets.token_hex(16), text, params, owner, time.time())
+        return self.restore_query(
+            secrets.token_hex(16), text, params, owner, time.time(), allow=allow
+        )
 
     def restore_query(
         self,
@@ -410,12 +450,17 @@ class Engine:
         params: Mapping[str, object] | None,
         owner: str | None,
         registered_at: float,
+        allow: Callable[[Sequence[str]], None] | None = None,
     ) -> str:
         """Register a query under a given handle and registration time (recovery uses it
-        to bring a query back as it was); returns the handle. As ``register`` otherwise."""
+        to bring a query back as it was); returns the handle. ``allow(streams)``, given,
+        is called with the streams the query reads once it compiles, and may refuse it by
+        raising (nothing is registered then). As ``register`` otherwise."""
         with self.lock:
             spec = compile_query(text, params, self.schemas())
             plan = Plan(spec, self.schemas())
+            if allow is not None:
+                allow(list(dict.fromkeys(plan.streams)))
             if handle in self.queries:
                 raise AlreadyExistsError(f"handle {handle!r} is registered already")
             self._log(

@@ -16,6 +16,7 @@ server can map each to one gRPC status code in one place::
     │   ├── UnknownStreamError
     │   └── UnknownHandleError
     ├── AlreadyExistsError       a stream name that is taken
+    ├── PermissionDeniedError    the client lacks a right on a stream (has stream, right)
     └── PreconditionError        the operation is not possible in the current state
 """
 
@@ -112,3 +113,12 @@ class AlreadyExistsError(PSoupError):
 
 class PreconditionError(PSoupError):
     """The operation cannot run in the current state."""
+
+
+class PermissionDeniedError(PSoupError):
+    """The calling client lacks ``right`` on ``stream`` (psoup/access.py)."""
+
+    def __init__(self, message: str, stream: str | None = None, right: str | None = None):
+        self.stream = stream
+        self.right = right
+        super().__init__(message)

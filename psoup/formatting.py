@@ -185,10 +185,21 @@ def streams_table(infos: Sequence) -> str:
     return table(cols, rows)
 
 
+def grants_text(grants: Mapping[str, Sequence[str]]) -> str:
+    """Grants (client -> rights) as ``bob: read,write; carol: read``."""
+    return "; ".join(f"{c}: {','.join(r)}" for c, r in sorted(grants.items()))
+
+
 def stream_text(info) -> str:
-    """One stream (``clients.StreamInfo``) as ``key: value`` lines."""
+    """One stream (``clients.StreamInfo``) as ``key: value`` lines; its owner and grants
+    when it has any (a server with authentication)."""
     d = jsonable(info)
     d["schema"] = schema_text(info.schema)
+    if info.owner or info.grants:
+        d["owner"] = info.owner or "(none: an admin manages it)"
+        d["grants"] = grants_text(info.grants) or "(none)"
+    else:
+        del d["owner"], d["grants"]
     return key_values(d)
 
 

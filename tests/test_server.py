@@ -439,6 +439,14 @@ def test_tokens_and_ownership(auth_server) -> None:
             C.RESOURCE_EXHAUSTED,
             "max_queries_per_client=2",
         )
+        fails(
+            lambda: bob.RegisterQuery(
+                pb.RegisterQueryRequest(text="SELECT * FROM z BEGIN 0 END NOW")
+            ),
+            C.PERMISSION_DENIED,
+            "stream 'z': client 'bob' has no read right",
+        )
+        alice.Grant(pb.GrantRequest(stream="z", client="bob", right="read"))
         bob.RegisterQuery(pb.RegisterQueryRequest(text="SELECT * FROM z BEGIN 0 END NOW"))
         alice.UnregisterQuery(pb.UnregisterQueryRequest(handle=h))
         alice.RegisterQuery(pb.RegisterQueryRequest(text="SELECT * FROM z BEGIN 0 END NOW"))

@@ -87,7 +87,7 @@ class CreateStreamRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., time: _Optional[str] = ..., max_window: _Optional[float] = ...) -> None: ...
 
 class StreamInfo(_message.Message):
-    __slots__ = ("name", "attributes", "time", "max_window", "tuples_stored", "tuples_ingested", "queries", "last_ts")
+    __slots__ = ("name", "attributes", "time", "max_window", "tuples_stored", "tuples_ingested", "queries", "last_ts", "owner", "grants")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +96,8 @@ class StreamInfo(_message.Message):
     TUPLES_INGESTED_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
     LAST_TS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     attributes: _containers.RepeatedCompositeFieldContainer[Attribute]
     time: str
@@ -104,7 +106,27 @@ class StreamInfo(_message.Message):
     tuples_ingested: int
     queries: int
     last_ts: Value
-    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., time: _Optional[str] = ..., max_window: _Optional[float] = ..., tuples_stored: _Optional[int] = ..., tuples_ingested: _Optional[int] = ..., queries: _Optional[int] = ..., last_ts: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+    owner: str
+    grants: _containers.RepeatedCompositeFieldContainer[StreamGrant]
+    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., time: _Optional[str] = ..., max_window: _Optional[float] = ..., tuples_stored: _Optional[int] = ..., tuples_ingested: _Optional[int] = ..., queries: _Optional[int] = ..., last_ts: _Optional[_Union[Value, _Mapping]] = ..., owner: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[StreamGrant, _Mapping]]] = ...) -> None: ...
+
+class StreamGrant(_message.Message):
+    __slots__ = ("client", "rights")
+    CLIENT_FIELD_NUMBER: _ClassVar[int]
+    RIGHTS_FIELD_NUMBER: _ClassVar[int]
+    client: str
+    rights: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, client: _Optional[str] = ..., rights: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GrantRequest(_message.Message):
+    __slots__ = ("stream", "client", "right")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_FIELD_NUMBER: _ClassVar[int]
+    RIGHT_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    client: str
+    right: str
+    def __init__(self, stream: _Optional[str] = ..., client: _Optional[str] = ..., right: _Optional[str] = ...) -> None: ...
 
 class DescribeStreamRequest(_message.Message):
     __slots__ = ("name",)

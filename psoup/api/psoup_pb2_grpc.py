@@ -54,6 +54,16 @@ class PSoupStub:
                 request_serializer=psoup_dot_v1_dot_psoup__pb2.DropStreamRequest.SerializeToString,
                 response_deserializer=psoup_dot_v1_dot_psoup__pb2.DropStreamResponse.FromString,
                 _registered_method=True)
+        self.Grant = channel.unary_unary(
+                '/psoup.v1.PSoup/Grant',
+                request_serializer=psoup_dot_v1_dot_psoup__pb2.GrantRequest.SerializeToString,
+                response_deserializer=psoup_dot_v1_dot_psoup__pb2.StreamInfo.FromString,
+                _registered_method=True)
+        self.Revoke = channel.unary_unary(
+                '/psoup.v1.PSoup/Revoke',
+                request_serializer=psoup_dot_v1_dot_psoup__pb2.GrantRequest.SerializeToString,
+                response_deserializer=psoup_dot_v1_dot_psoup__pb2.StreamInfo.FromString,
+                _registered_method=True)
         self.Ingest = channel.stream_stream(
                 '/psoup.v1.PSoup/Ingest',
                 request_serializer=psoup_dot_v1_dot_psoup__pb2.IngestRequest.SerializeToString,
@@ -147,6 +157,22 @@ class PSoupServicer:
 
     def DropStream(self, request, context):
         """Forget a stream and its tuples. FAILED_PRECONDITION while queries read it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Grant(self, request, context):
+        """Give a client a right (read or write) on a stream; the stream's owner or an admin
+        only. Returns the stream with its grants.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Revoke(self, request, context):
+        """Take a right back: the client's queries over the stream stop being invokable
+        (PERMISSION_DENIED) and its subscriptions to them end. Owner or admin only.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -280,6 +306,16 @@ def add_PSoupServicer_to_server(servicer, server):
                     servicer.DropStream,
                     request_deserializer=psoup_dot_v1_dot_psoup__pb2.DropStreamRequest.FromString,
                     response_serializer=psoup_dot_v1_dot_psoup__pb2.DropStreamResponse.SerializeToString,
+            ),
+            'Grant': grpc.unary_unary_rpc_method_handler(
+                    servicer.Grant,
+                    request_deserializer=psoup_dot_v1_dot_psoup__pb2.GrantRequest.FromString,
+                    response_serializer=psoup_dot_v1_dot_psoup__pb2.StreamInfo.SerializeToString,
+            ),
+            'Revoke': grpc.unary_unary_rpc_method_handler(
+                    servicer.Revoke,
+                    request_deserializer=psoup_dot_v1_dot_psoup__pb2.GrantRequest.FromString,
+                    response_serializer=psoup_dot_v1_dot_psoup__pb2.StreamInfo.SerializeToString,
             ),
             'Ingest': grpc.stream_stream_rpc_method_handler(
                     servicer.Ingest,
@@ -455,6 +491,60 @@ class PSoup:
             '/psoup.v1.PSoup/DropStream',
             psoup_dot_v1_dot_psoup__pb2.DropStreamRequest.SerializeToString,
             psoup_dot_v1_dot_psoup__pb2.DropStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Grant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/psoup.v1.PSoup/Grant',
+            psoup_dot_v1_dot_psoup__pb2.GrantRequest.SerializeToString,
+            psoup_dot_v1_dot_psoup__pb2.StreamInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Revoke(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/psoup.v1.PSoup/Revoke',
+            psoup_dot_v1_dot_psoup__pb2.GrantRequest.SerializeToString,
+            psoup_dot_v1_dot_psoup__pb2.StreamInfo.FromString,
             options,
             channel_credentials,
             insecure,

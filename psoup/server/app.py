@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import signal
 import socket
 import sys
@@ -75,13 +76,32 @@ def _check_port_free(host: str, port: int) -> None:
             ) from None
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine's loopback interface only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def start_server(config: ServerConfig) -> RunningServer:
     """Build the engine, bind ``config.host:config.port`` (0 = any free port) and start.
 
     Raises ValueError for a bad token file or TLS setting, RuntimeError if the port
     cannot be bound.
     """
-    tokens = load_tokens(config.auth_tokens_file) if config.auth_tokens_file else None
+    tokens, admins = (
+        load_tokens(config.auth_tokens_file) if config.auth_tokens_file else (None, frozenset())
+    )
+    cleartext = tokens is not None and not config.tls_cert and not config.insecure
+    if cleartext and not _is_loopback(config.host):
+        raise ValueError(
+            f"--auth-tokens without TLS on {config.host}, which is not a loopback "
+            "address, would send the tokens in clear: give --tls-cert and --tls-key, "
+            "or --insecure if the network is trusted"
+        )
     sync = Sync.parse(config.sync)
     _check_port_free(config.host, config.port)
     # Taken first: a second server on the same directory stops here, before the port.
@@ -115,7 +135,7 @@ def start_server(config: ServerConfig) -> RunningServer:
         if data is not None:
             data.close()
         raise
-    servicer = PSoupServicer(engine, worker, Authenticator(tokens), config)
+    servicer = PSoupServicer(engine, worker, Authenticator(tokens, admins), config)
     options = [
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", config.max_message_bytes),

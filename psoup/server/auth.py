@@ -6,39 +6,62 @@ import hmac
 from pathlib import Path
 
 ANONYMOUS = ""
+_ID_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.@-")
 
 
 class AuthError(Exception):
     """The call carries no valid token."""
 
 
-def load_tokens(path: str) -> dict[str, str]:
-    """token -> client id from a file of ``client-id:token`` lines (# comments, blanks ok).
+def load_tokens(path: str) -> tuple[dict[str, str], frozenset[str]]:
+    """(token -> client id, the admins' client ids) from a file of ``client-id:token``
+    lines, ``admin client-id:token`` for an admin (# comments and blank lines are
+    skipped). A client id is letters, digits and ``_.@-``.
 
-    Raises ValueError naming the line when a line is malformed or a token repeats.
+    Raises ValueError naming the file and line when a line is malformed, a token or a
+    client id repeats, or the file is not text.
     """
     tokens: dict[str, str] = {}
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+    admins: set[str] = set()
+    seen: dict[str, int] = {}
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a text file of client-id:token lines") from None
+    for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
+        admin = line.startswith("admin ")
+        if admin:
+            line = line[len("admin ") :].strip()
         client, sep, token = line.partition(":")
-        if not sep or not client.strip() or not token.strip():
-            raise ValueError(f"{path}:{n}: expected client-id:token")
-        token = token.strip()
+        client, token = client.strip(), token.strip()
+        if not sep or not client or not token:
+            raise ValueError(f"{path}:{n}: expected client-id:token or admin client-id:token")
+        if not set(client) <= _ID_CHARS:
+            raise ValueError(f"{path}:{n}: client id {client!r}: use letters, digits and _.@- only")
+        if not token.isascii() or not token.isprintable():
+            raise ValueError(f"{path}:{n}: a token must be printable ASCII")
         if token in tokens:
             raise ValueError(f"{path}:{n}: token repeated")
-        tokens[token] = client.strip()
+        if client in seen:
+            raise ValueError(f"{path}:{n}: client id {client!r} repeated (line {seen[client]})")
+        seen[client] = n
+        tokens[token] = client
+        if admin:
+            admins.add(client)
     if not tokens:
         raise ValueError(f"{path}: no tokens")
-    return tokens
+    return tokens, frozenset(admins)
 
 
 class Authenticator:
     """Maps a call's metadata to a client id; with no token file every caller is anonymous."""
 
-    def __init__(self, tokens: dict[str, str] | None):
+    def __init__(self, tokens: dict[str, str] | None, admins: frozenset[str] = frozenset()):
         self.tokens = tokens
+        self.admins = admins
 
     @property
     def enabled(self) -> bool:

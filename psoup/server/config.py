@@ -15,6 +15,7 @@ class ServerConfig:
     auth_tokens_file: str | None = None  # lines "client-id:token"; None = no authentication
     tls_cert: str | None = None
     tls_key: str | None = None
+    insecure: bool = False  # allow tokens without TLS on an address that is not loopback
     max_message_bytes: int = 64 << 20
     max_batch_rows: int = 1_000_000
     max_query_chars: int = 10_000

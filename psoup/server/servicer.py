@@ -21,6 +21,7 @@ from pathlib import Path
 
 import grpc
 
+from psoup.access import OWNER, READ, WRITE, Access
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
 from psoup.api import psoup_pb2_grpc as pb_grpc
@@ -28,6 +29,7 @@ from psoup.engine import Engine, Query
 from psoup.errors import (
     AlreadyExistsError,
     NotFoundError,
+    PermissionDeniedError,
     PreconditionError,
     PSoupError,
 )
@@ -43,6 +45,7 @@ _STATUS = (
     (NotFoundError, grpc.StatusCode.NOT_FOUND),
     (AlreadyExistsError, grpc.StatusCode.ALREADY_EXISTS),
     (PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
+    (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
     (StorageFullError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (StorageError, grpc.StatusCode.INTERNAL),
     (PSoupError, grpc.StatusCode.INVALID_ARGUMENT),
@@ -50,6 +53,7 @@ _STATUS = (
 )
 INGEST_DEPTH = 4  # batches of one Ingest call in flight at once
 _END = object()  # a subscription's RPC ended
+_DENIED = object()  # a subscriber's read right was revoked
 _OVERFLOW = object()  # a subscriber fell too far behind
 
 
@@ -119,6 +123,8 @@ def _stream_info(db: Engine, name: str) -> pb.StreamInfo:
         tuples_stored=len(st.stem),
         tuples_ingested=st.tuples_ingested,
         queries=len(st.queries),
+        owner=st.owner or "",
+        grants=[pb.StreamGrant(client=c, rights=sorted(r)) for c, r in sorted(st.grants.items())],
     )
     if st.max_window is not None:
         info.max_window = float(st.max_window)
@@ -136,6 +142,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         self.engine = engine
         self.worker = worker
         self.auth = auth
+        self.access = Access(auth.enabled, auth.admins)
         self.config = config
         self.metrics = Metrics()
         self._lock = threading.Lock()
@@ -160,7 +167,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         """PERMISSION_DENIED unless ``client`` registered ``handle`` (auth on)."""
         if not handle:
             raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "handle: required")
-        if not self.auth.enabled:
+        if not self.auth.enabled or client in self.access.admins:
             return
         with self._lock:
             owner = self._owners.get(handle)
@@ -188,7 +195,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
     # -- streams ------------------------------------------------------------------------
     def CreateStream(self, request, context):
         def run():
-            self._client(context)
+            client = self._client(context)
             schema = [
                 (a.name, codec.type_name(a.type, f"attributes[{i}].type"))
                 for i, a in enumerate(request.attributes)
@@ -201,8 +208,12 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             if mw is not None and mw.is_integer():
                 mw = int(mw)
 
+            owner = self.access.owner_of_new(client)
+
             def create():
-                self.engine.create_stream(request.name, schema, time=request.time, max_window=mw)
+                self.engine.create_stream(
+                    request.name, schema, time=request.time, max_window=mw, owner=owner
+                )
                 return _stream_info(self.engine, request.name)
 
             info = self.worker.call(create)
@@ -237,10 +248,44 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
     def DropStream(self, request, context):
         def run():
-            self._client(context)
-            self.worker.call(lambda: self.engine.drop_stream(request.name))
+            client = self._client(context)
+
+            def drop():
+                self.access.require(self.engine, request.name, client, OWNER)
+                self.engine.drop_stream(request.name)
+
+            self.worker.call(drop)
             self._kept()
             return pb.DropStreamResponse()
+
+        return self._unary(context, run)
+
+    def Grant(self, request, context):
+        return self._set_grant(request, context, True)
+
+    def Revoke(self, request, context):
+        return self._set_grant(request, context, False)
+
+    def _set_grant(self, request, context, granted: bool):
+        def run():
+            client = self._client(context)
+            for name in ("stream", "client", "right"):
+                if not getattr(request, name):
+                    raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name}: required")
+            if request.right not in (READ, WRITE):
+                raise Abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"right: {request.right!r} is not one of {READ}, {WRITE}",
+                )
+
+            def change():
+                self.access.require(self.engine, request.stream, client, OWNER)
+                self.engine.set_grant(request.stream, request.client, request.right, granted)
+                return _stream_info(self.engine, request.stream)
+
+            info = self.worker.call(change)
+            self._kept()
+            return info
 
         return self._unary(context, run)
 
@@ -263,6 +308,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             if failed.is_set():
                 raise _Skipped
             try:
+                self.access.require(self.engine, stream, client, WRITE)
                 return self.engine.insert_columns(stream, columns)
             except BaseException:
                 failed.set()
@@ -301,7 +347,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 pending.put(exc)
 
         try:
-            self._client(context)
+            client = self._client(context)
             threading.Thread(target=read, name="psoup-ingest-reader", daemon=True).start()
             while (item := pending.get()) is not _END:
                 if isinstance(item, Exception):
@@ -378,8 +424,11 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 self._per_client[client] += 1  # reserved; released if registration fails
             try:
 
+                def allow(streams):
+                    self.access.require_all(self.engine, streams, client, READ)
+
                 def register():
-                    handle = self.engine.register(request.text, params, owner=client)
+                    handle = self.engine.register(request.text, params, owner=client, allow=allow)
                     q = self.engine.queries[handle]
                     with self._lock:
                         self._owners[handle] = client
@@ -410,7 +459,12 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             if now is not None and now.is_integer():
                 now = int(now)
             start = time.perf_counter()
-            result = self.worker.call(lambda: self.engine.invoke(request.handle, now=now))
+
+            def invoke():
+                self.access.require_query(self.engine, request.handle)
+                return self.engine.invoke(request.handle, now=now)
+
+            result = self.worker.call(invoke)
             self.metrics.invoked(time.perf_counter() - start)
             page = request.page_rows or self.config.page_rows
             yield from self._pages(result, page)
@@ -446,6 +500,13 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             def deliver(result, first_tid):  # on the engine thread: never blocks
                 if cut.is_set():
                     return
+                if result is not None and self.access.enabled:
+                    try:
+                        self.access.require_query(self.engine, request.handle)
+                    except PSoupError as exc:  # revoked: nothing more reaches the client
+                        cut.set()
+                        inbox.put((_DENIED, exc))
+                        return
                 if inbox.qsize() >= cap:
                     cut.set()
                     inbox.put(_OVERFLOW)
@@ -453,6 +514,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 inbox.put((result, first_tid))
 
             def start():
+                self.access.require_query(self.engine, request.handle)
                 current = self.engine.invoke(request.handle) if request.include_current else None
                 return current, self.engine.subscribe(request.handle, deliver)
 
@@ -475,6 +537,8 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                             "messages behind",
                         )
                     result, first_tid = item
+                    if result is _DENIED:
+                        raise first_tid
                     if result is None:  # the query was unregistered
                         return
                     yield self._event(pb.SubscribeResponse.NEW, result, first_tid)
@@ -581,7 +645,9 @@ class PSoupServicer(pb_grpc.PSoupServicer):
     def BeginLoad(self, request, context):
         def run():
             client = self._client(context)
-            schema = self.worker.call(lambda: self.engine._stream(request.stream).schema)
+            schema = self.worker.call(
+                lambda: self.access.require(self.engine, request.stream, client, WRITE).schema
+            )
             load = self.loads.begin(request.stream, schema, client)
             return pb.BeginLoadResponse(load_id=load.load_id)
 
@@ -629,7 +695,9 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
             def apply():
                 # Popped, so no closure or queue entry keeps the columns once applied.
-                return self.engine.replace_contents(load.stream, box.pop())
+                columns = box.pop()
+                self.access.require(self.engine, load.stream, client, WRITE)
+                return self.engine.replace_contents(load.stream, columns)
 
             res = self.worker.call(apply)
             self._kept()
@@ -651,7 +719,13 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
     def Backup(self, request, context):
         def run():
-            self._client(context)
+            client = self._client(context)
+            if self.access.enabled and client not in self.access.admins:
+                raise Abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    "a backup copies every stream: only an admin (named in the tokens file) "
+                    "may start one",
+                )
             if self.storage is None:
                 raise Abort(
                     grpc.StatusCode.FAILED_PRECONDITION,
@@ -680,7 +754,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
     def ReadStream(self, request, context):
         try:
-            self._client(context)
+            client = self._client(context)
             parts = request.parts or 1
             if request.part >= parts:
                 raise Abort(
@@ -690,7 +764,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             page = request.page_rows or 65_536
 
             def snapshot():
-                st = self.engine._stream(request.stream)
+                st = self.access.require(self.engine, request.stream, client, READ)
                 s, e = st.visible_from(), st.stem.end_seq
                 a = s + (e - s) * request.part // parts
                 z = s + (e - s) * (request.part + 1) // parts

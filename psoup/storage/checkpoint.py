@@ -81,6 +81,8 @@ def write(
                 "start_seq": si.start_seq,
                 "rows": rows,
                 "file": file,
+                "owner": si.owner,
+                "grants": si.grants,
             }
         )
     states = {}
@@ -146,7 +148,8 @@ def read(path: Path) -> EngineImage:
                 raise ValueError(f"{s['file']} holds fewer rows than the catalog says")
             streams.append(
                 StreamImage(s["name"], schema, s["max_window"], s["last_ts"],
-                            s["tuples_ingested"], s["start_seq"], parts)
+                            s["tuples_ingested"], s["start_seq"], parts,
+                            owner=s.get("owner"), grants=s.get("grants", {}))
             )  # fmt: skip
         states = {n: (path / f).read_bytes() for n, f in catalog["states"].items()}
         queries = [tuple(q) for q in catalog["queries"]]

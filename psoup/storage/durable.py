@@ -293,8 +293,11 @@ def apply(engine, rec: Record, loads: Path) -> None:
             engine.insert_columns(f["stream"], dict(zip(st.schema.names, rec.columns, strict=True)))
         elif rec.op == "create_stream":
             engine.create_stream(
-                f["name"], [tuple(a) for a in f["schema"]], f["time"], f["max_window"]
-            )
+                f["name"], [tuple(a) for a in f["schema"]], f["time"], f["max_window"],
+                f.get("owner"),
+            )  # fmt: skip
+        elif rec.op == "grant":
+            engine.set_grant(f["stream"], f["client"], f["right"], f["granted"])
         elif rec.op == "register":
             engine.restore_query(
                 f["handle"], f["text"], f["params"], f["owner"], f["registered_at"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 _LEN = struct.Struct("<I")
-OPS = ("create_stream", "drop_stream", "insert", "replace", "register", "unregister")
+OPS = ("create_stream", "drop_stream", "insert", "replace", "register", "unregister", "grant")
 
 
 @dataclass
