@@ -260,3 +260,39 @@ def test_the_command_line_grants_revokes_and_shows_them(server, clients, capsys)
     with pytest.raises(SystemExit) as exc:
         cli.main(["grant", s, "bob", "all", *as_alice])
     assert exc.value.code == 2
+
+
+def test_linear_road_the_driver_writes_positions_and_vehicles_read_their_own(
+    tmp_path: Path,
+) -> None:
+    """The application's streams have no owner: an admin grants the driver `write` on
+    positions and the vehicles `read` on what their queries read (docs/SECURITY.md)."""
+    from psoup.linear_road.network import REPORT_FIELDS
+    from psoup.linear_road.streams import VEHICLE_QUERIES
+
+    f = tmp_path / "tokens"
+    f.write_text("driver:d-secret\nv1:v1-secret\nv2:v2-secret\nadmin ops:o-secret\n")
+    srv = start_server(ServerConfig(port=0, auth_tokens_file=str(f), linear_road="validator"))
+    c = {n: _client(srv.port, f"{n}-secret") for n in ("d", "v1", "v2", "o")}
+    try:
+        assert c["o"].describe_stream("positions").owner == ""
+        c["o"].grant("positions", "driver", "write")
+        for v in ("v1", "v2"):
+            for stream in ("toll_notifications", "accident_alerts", "balances"):
+                c["o"].grant(stream, v, "read")
+        report = {f: [0] for f in REPORT_FIELDS}
+        c["d"].insert_columns("positions", report)
+        with pytest.raises(PermissionDenied, match="'positions': client 'v1' has no write"):
+            c["v1"].insert_columns("positions", report)
+        with pytest.raises(PermissionDenied, match="only an admin"):
+            c["d"].grant("positions", "v1", "write")
+        h1 = c["v1"].register(VEHICLE_QUERIES["balance"], {"v": 1})
+        assert c["v1"].invoke(h1).rows == [(None, None)]
+        with pytest.raises(PermissionDenied, match="another client"):
+            c["v2"].invoke(h1)
+        with pytest.raises(PermissionDenied, match="'positions': client 'v2' has no read"):
+            c["v2"].register("SELECT * FROM positions BEGIN NOW END NOW")
+    finally:
+        for x in c.values():
+            x.close()
+        srv.stop(grace=1)
