@@ -14,6 +14,7 @@ invoke:   NOW and window -> visible seq range -> strategy rows -> project / aggr
 
 from __future__ import annotations
 
+import math
 import secrets
 import threading
 import time
@@ -26,14 +27,17 @@ from psoup.batch import check_time, columns_to_arrays, rows_to_columns
 from psoup.errors import (
     AlreadyExistsError,
     PreconditionError,
+    PSoupError,
+    ResultOverflowError,
     SchemaError,
     UnknownHandleError,
     UnknownStreamError,
+    ValueRangeError,
 )
 from psoup.plan import Plan
 from psoup.query import compile_query
 from psoup.query.spec import QuerySpec
-from psoup.result import Result, aggregate, project
+from psoup.result import INT64_MAX, INT64_MIN, Result, aggregate, project
 from psoup.strategies import STRATEGIES, NoMat, PSoupC
 from stems.data_stem import DataSteM
 from stems.query_stem import QuerySteM
@@ -616,17 +620,20 @@ class Engine:
                 callback(None, 0)
 
     # ========================================================== subscriptions
-    def subscribe(self, handle: str, callback: Callable[[Result | None, int], None]) -> int:
+    def subscribe(
+        self, handle: str, callback: Callable[[Result | PSoupError | None, int], None]
+    ) -> int:
         """Call ``callback(result, first_tid)`` with each batch's new matches of a query.
 
         For selections and joins ``result`` holds the rows inside the window (as of the
         NOW after the batch) that involve a tuple of the batch, in result order; for
         aggregates, the new aggregate rows whenever a batch changed them. ``first_tid``
         is the batch's first tuple id. ``callback(None, 0)`` says the query was
-        unregistered. Callbacks run on the ingesting thread under the engine lock and
-        must not block. Returns a subscription id for ``unsubscribe``. Cost per batch
-        per subscription: a read of the column over the batch's rows (joins and
-        aggregates: over the window).
+        unregistered; ``callback(err, first_tid)`` with a ResultOverflowError that an
+        aggregate's new value does not fit its type (the batch stands). Callbacks run on
+        the ingesting thread under the engine lock and must not block. Returns a
+        subscription id for ``unsubscribe``. Cost per batch per subscription: a read of
+        the column over the batch's rows (joins and aggregates: over the window).
         """
         with self.lock:
             q = self._query(handle)
@@ -655,7 +662,12 @@ class Engine:
             spec = q.spec
             types = tuple(item.type for item in spec.select)
             if spec.is_aggregate:
-                rows = self._evaluate(q, now).rows
+                try:
+                    rows = self._evaluate(q, now).rows
+                except ResultOverflowError as exc:  # the batch stands; the subscribers hear
+                    for sub in sorted(self._subs_by_qid[qid]):
+                        self._subs[sub][1](exc, first_tid)
+                    continue
             elif q.plan.is_join:
                 rows = self._invoke_join(q, bounds, new=(st.name, first))
             else:
@@ -696,14 +708,37 @@ class Engine:
         """
         with self.lock:
             q = self._query(handle)
+            if now is not None:
+                self._check_now(q, now)
             q.invocations += 1
             return self._evaluate(q, now)
+
+    def _check_now(self, q: Query, now) -> None:
+        """ValueRangeError unless ``now`` is a finite number that fits the time attribute
+        of each of ``q``'s streams: within the 64-bit range for an int one."""
+        if isinstance(now, bool) or not isinstance(now, int | float | np.integer | np.floating):
+            raise ValueRangeError(f"now: must be a number, not {type(now).__name__}")
+        if not math.isfinite(now):
+            raise ValueRangeError(f"now: must be a finite number, not {now}")
+        for name in dict.fromkeys(q.plan.streams):
+            sch = self.streams[name].schema
+            if sch.types[sch.names.index(sch.time)] == "int" and not INT64_MIN <= now <= INT64_MAX:
+                raise ValueRangeError(
+                    f"now: {now!r} is outside [{INT64_MIN}, {INT64_MAX}]: the time "
+                    f"attribute {sch.time!r} of stream {name!r} is a 64-bit int"
+                )
 
     def _evaluate(self, q: Query, now) -> Result:
         spec = q.spec
         if now is None:
             now = self._now(q)
         bounds = spec.window.resolve(now)
+        if bounds is not None:
+            # An int end past the 64-bit range selects as the range's own end does (every
+            # stored time is within it), and keeps the window sendable.
+            bounds = tuple(
+                min(max(b, INT64_MIN), INT64_MAX) if isinstance(b, int) else b for b in bounds
+            )
         types = tuple(item.type for item in spec.select)
         if q.plan.is_join:
             rows = self._invoke_join(q, bounds)

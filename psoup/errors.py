@@ -17,6 +17,8 @@ server can map each to one gRPC status code in one place::
     │   └── UnknownHandleError
     ├── AlreadyExistsError       a stream name that is taken
     ├── PermissionDeniedError    the client lacks a right on a stream (has stream, right)
+    ├── ValueRangeError          a value outside the range where it is used (e.g. now)
+    ├── ResultOverflowError      an aggregate's exact value does not fit its type
     └── PreconditionError        the operation is not possible in the current state
 """
 
@@ -113,6 +115,16 @@ class AlreadyExistsError(PSoupError):
 
 class PreconditionError(PSoupError):
     """The operation cannot run in the current state."""
+
+
+class ValueRangeError(PSoupError):
+    """A value given by the caller lies outside the range it may take there (the message
+    names the field and the range)."""
+
+
+class ResultOverflowError(PSoupError):
+    """An aggregate's exact value does not fit its result type (SUM of int beyond 64
+    bits); refused rather than wrapped around."""
 
 
 class PermissionDeniedError(PSoupError):

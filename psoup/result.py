@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from psoup.errors import ResultOverflowError
 from psoup.query.spec import QuerySpec, SelectItem
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -88,12 +91,36 @@ def _agg(item: SelectItem, n: int, fetch: Fetch):
         return None
     vals = fetch(item)
     if item.func == "SUM":
+        if vals.dtype.kind == "i":
+            return _checked(item, _int_sum(vals))
         return vals.sum().item() if vals.dtype != object else sum(vals.tolist())
     if item.func == "AVG":
-        return float(vals.sum()) / n
+        return (_int_sum(vals) if vals.dtype.kind == "i" else float(vals.sum())) / n
     if item.func == "MIN":
         return vals.min().item() if vals.dtype != object else min(vals.tolist())
     return vals.max().item() if vals.dtype != object else max(vals.tolist())
+
+
+def _may_wrap(vals: np.ndarray, counts: np.ndarray | int) -> bool:
+    """Whether a 64-bit sum of ``counts`` of ``vals`` could wrap around. O(n)."""
+    if not len(vals):
+        return False
+    big = max(abs(int(vals.min())), abs(int(vals.max())))
+    return big * int(np.max(counts)) > INT64_MAX
+
+
+def _int_sum(vals: np.ndarray) -> int:
+    """The exact sum of int64 ``vals``: numpy's when it cannot wrap, else Python's."""
+    return sum(vals.tolist()) if _may_wrap(vals, len(vals)) else int(vals.sum())
+
+
+def _checked(item: SelectItem, total: int) -> int:
+    if not INT64_MIN <= total <= INT64_MAX:
+        raise ResultOverflowError(
+            f"column {item.name!r}: the {item.func} is {total}, beyond a 64-bit integer's "
+            f"range [{INT64_MIN}, {INT64_MAX}]"
+        )
+    return total
 
 
 def _grouped(item: SelectItem, vals: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> list:
@@ -101,6 +128,12 @@ def _grouped(item: SelectItem, vals: np.ndarray, starts: np.ndarray, counts: np.
         ends = np.concatenate((starts[1:], [len(vals)])).tolist()
         fn = {"MIN": min, "MAX": max}[item.func]  # SUM/AVG of str is refused by the binder
         return [fn(vals[a:z].tolist()) for a, z in zip(starts.tolist(), ends, strict=True)]
+    if item.func in ("SUM", "AVG") and vals.dtype.kind == "i" and _may_wrap(vals, counts):
+        ends = np.concatenate((starts[1:], [len(vals)])).tolist()
+        sums = [sum(vals[a:z].tolist()) for a, z in zip(starts.tolist(), ends, strict=True)]
+        if item.func == "AVG":
+            return [s / c for s, c in zip(sums, counts.tolist(), strict=True)]
+        return [_checked(item, s) for s in sums]
     if item.func == "SUM":
         return np.add.reduceat(vals, starts).tolist()
     if item.func == "AVG":

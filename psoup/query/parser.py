@@ -52,6 +52,8 @@ ARITHMETIC = (
 #: Tokens that can end an operand.
 OPERAND_KINDS = frozenset({Kind.IDENT, Kind.INT, Kind.FLOAT, Kind.STRING, Kind.PARAM})
 
+MAX_NESTING = 64  # parentheses in WHERE: far more than a conjunction needs, far below the stack
+
 
 class Parser:
     """Parses one query text. Use ``parse(text)``."""
@@ -60,6 +62,7 @@ class Parser:
         self.text = text
         self.tokens = tokenize(text)
         self.i = 0
+        self.depth = 0  # parentheses open around the current factor
 
     # --- token helpers ----------------------------------------------------------------
 
@@ -240,8 +243,16 @@ class Parser:
         """factor := '(' conjunction ')' | operand (op operand | BETWEEN const AND const
         | IN '(' const (',' const)* ')')"""
         if self.tok.is_symbol("(") and not self.peek().is_keyword("SELECT"):
+            if self.depth == MAX_NESTING:
+                raise self.error(
+                    QuerySyntaxError,
+                    f"parentheses nested deeper than {MAX_NESTING} levels",
+                    self.tok,
+                )
             self.advance()
+            self.depth += 1
             factors = self.conjunction()
+            self.depth -= 1
             self.expect_symbol(")", "')' or AND")
             return factors
         start = self.tok

@@ -32,6 +32,7 @@ from psoup.errors import (
     PermissionDeniedError,
     PreconditionError,
     PSoupError,
+    ResultOverflowError,
 )
 from psoup.result import Result
 from psoup.server.auth import Authenticator, AuthError
@@ -46,6 +47,7 @@ _STATUS = (
     (AlreadyExistsError, grpc.StatusCode.ALREADY_EXISTS),
     (PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
     (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
+    (ResultOverflowError, grpc.StatusCode.OUT_OF_RANGE),
     (StorageFullError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (StorageError, grpc.StatusCode.INTERNAL),
     (PSoupError, grpc.StatusCode.INVALID_ARGUMENT),
@@ -53,7 +55,7 @@ _STATUS = (
 )
 INGEST_DEPTH = 4  # batches of one Ingest call in flight at once
 _END = object()  # a subscription's RPC ended
-_DENIED = object()  # a subscriber's read right was revoked
+_FAILED = object()  # a subscription ends with an error (a revoke, an overflow)
 _OVERFLOW = object()  # a subscriber fell too far behind
 
 
@@ -456,7 +458,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             now = request.now if request.HasField("now") else None
             if now is not None and not math.isfinite(now):
                 raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "now: must be a finite number")
-            if now is not None and now.is_integer():
+            if now is not None and now.is_integer() and abs(now) < 2**63:
                 now = int(now)
             start = time.perf_counter()
 
@@ -500,12 +502,16 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             def deliver(result, first_tid):  # on the engine thread: never blocks
                 if cut.is_set():
                     return
+                if isinstance(result, PSoupError):  # the result cannot be computed
+                    cut.set()
+                    inbox.put((_FAILED, result))
+                    return
                 if result is not None and self.access.enabled:
                     try:
                         self.access.require_query(self.engine, request.handle)
                     except PSoupError as exc:  # revoked: nothing more reaches the client
                         cut.set()
-                        inbox.put((_DENIED, exc))
+                        inbox.put((_FAILED, exc))
                         return
                 if inbox.qsize() >= cap:
                     cut.set()
@@ -537,7 +543,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                             "messages behind",
                         )
                     result, first_tid = item
-                    if result is _DENIED:
+                    if result is _FAILED:
                         raise first_tid
                     if result is None:  # the query was unregistered
                         return
