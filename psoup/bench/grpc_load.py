@@ -5,6 +5,10 @@ sends the equality workload's batches over one pipelined Ingest stream and print
 ``{"rows": ..., "seconds": ...}`` for the batches after the first W (timed from the
 acknowledgement of batch W to the last one).
 
+``python -m psoup.bench.grpc_load flood TARGET --stream S --rows R --seconds D`` ingests
+into S as fast as the server takes it for D seconds and prints the rows acknowledged
+in each second and the calls refused (``psoup bench overload``).
+
 ``python -m psoup.bench.grpc_load invoke TARGET --handles FILE --clients C --invokes M``
 runs C threads, each invoking M random handles from FILE (one per line), and prints
 JSON ``{"latencies_ms": [...]}``.
@@ -82,6 +86,41 @@ def ingest_forever(target: str, seed: int, rows: int, t0: int) -> None:
             pass
 
 
+def flood(target: str, stream: str, seed: int, rows: int, seconds: float) -> dict:
+    """Send ``rows``-row batches into ``stream`` as fast as the server takes them, for
+    ``seconds``: a client of ``psoup bench overload``. A refused call (the ingest queue
+    full) is counted and a new call started. Returns the rows acknowledged per whole
+    second since the start, and the refusals."""
+    rng = np.random.default_rng(seed)
+    per_second: list[int] = []
+    refused = 0
+    t = 0
+    start = time.monotonic()
+
+    def stream_requests():
+        nonlocal t
+        k = 0
+        while time.monotonic() - start < seconds:
+            cols = codec.encode_batch(SCHEMA, make_batch(rng, rows, t))
+            t += rows
+            yield pb.IngestRequest(stream=stream, columns=cols, batch_id=k)
+            k += 1
+
+    with grpc.insecure_channel(target) as ch:
+        stub = pb_grpc.PSoupStub(ch)
+        while time.monotonic() - start < seconds:
+            try:
+                for ack in stub.Ingest(stream_requests()):
+                    sec = int(time.monotonic() - start)
+                    per_second.extend([0] * (sec + 1 - len(per_second)))
+                    per_second[sec] += ack.rows
+            except grpc.RpcError as err:
+                if err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    raise
+                refused += 1
+    return {"per_second": per_second, "refused": refused}
+
+
 def invoke(target: str, handles: list[str], clients: int, invokes: int, seed: int) -> dict:
     """Latencies (ms) of ``clients`` threads x ``invokes`` invocations each."""
     lat: list[float] = []
@@ -118,6 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     i = sub.add_parser("ingest", help="timed ingest of the equality workload")
     f = sub.add_parser("ingest-forever", help="background ingest until killed")
     v = sub.add_parser("invoke", help="concurrent invokers")
+    fl = sub.add_parser("flood", help="ingest as fast as the server takes it, for a while")
+    fl.add_argument("target", help="HOST:PORT of the server")
+    fl.add_argument("--seed", type=int, default=7, help="random seed")
+    fl.add_argument("--stream", required=True, help="the stream to flood")
+    fl.add_argument("--rows", type=int, default=8192, help="rows per batch")
+    fl.add_argument("--seconds", type=float, required=True, help="how long")
     for s in (i, f, v):
         s.add_argument("target", help="HOST:PORT of the server")
         s.add_argument("--seed", type=int, default=7, help="random seed")
@@ -132,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.mode == "ingest":
         out = ingest(a.target, a.seed, a.batches, a.rows, a.warm, a.t0)
+    elif a.mode == "flood":
+        out = flood(a.target, a.stream, a.seed, a.rows, a.seconds)
     elif a.mode == "ingest-forever":
         ingest_forever(a.target, a.seed, a.rows, a.t0)
         return 0

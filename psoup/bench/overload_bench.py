@@ -1,0 +1,167 @@
+"""``psoup bench overload``: a server flooded by ingest, as a new user would try it.
+
+``clients`` processes (psoup/bench/grpc_load.py ``flood``) each send 8,192-row batches to
+a stream of their own as fast as a ``psoup serve`` child process takes them, for
+``seconds``. Meanwhile a bystander in this process invokes a standing query on a quiet
+stream every 5 ms, and the server's memory and queue are sampled. Reported: each
+client's accepted rate and its share of a fair split, the refused calls, the bystander's
+invoke latency idle and under the flood, the server's peak memory, and whether every
+acknowledged tuple was stored; plots of the rates and the latency over time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from clients import PSoupClient
+from psoup.bench import machine, report
+from psoup.bench.core import Section
+from psoup.bench.grpc_load import EQ_DOMAIN, SCHEMA
+from psoup.progress import progress_bar
+from psoup.server.process import ServerProcess
+
+ROWS = 8192
+WINDOW = 1 << 20  # each flooded stream keeps its last million tuples
+QUERIES_PER_STREAM = 64
+BYSTANDER = "SELECT t FROM quiet WHERE quiet.a = 5 BEGIN NOW - 1000 END NOW"
+
+
+def _bystander(c: PSoupClient, h: str, until: float, out: list[tuple[float, float]], t0: float):
+    """Invoke ``h`` every 5 ms until ``until`` (monotonic): (seconds since t0, ms)."""
+    while (now := time.monotonic()) < until:
+        start = time.perf_counter()
+        c.invoke(h)
+        out.append((now - t0, 1e3 * (time.perf_counter() - start)))
+        time.sleep(max(0.0, 0.005 - (time.perf_counter() - start)))
+
+
+def _flood(target: str, k: int, seconds: float, seed: int) -> subprocess.Popen:
+    """Client ``k``: a process flooding stream load<k>."""
+    cmd = [sys.executable, "-m", "psoup.bench.grpc_load", "flood", target,
+           "--stream", f"load{k}", "--rows", str(ROWS), "--seconds", str(seconds),
+           "--seed", str(seed + k)]  # fmt: skip
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+
+
+def _percentiles(ms: list[float]) -> list[float]:
+    a = np.array(ms) if ms else np.zeros(1)
+    return [float(np.percentile(a, 50)), float(np.percentile(a, 99)), float(a.max())]
+
+
+def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
+    """Flood, measure, print the tables; write BENCHMARKS.md's overload section and plots."""
+    clients, seconds = (3, 6.0) if quick else (10, 45.0)
+    rng = np.random.default_rng(seed)
+    srv = ServerProcess()
+    try:
+        with PSoupClient(srv.target, timeout=60) as c:
+            for k in range(clients):
+                c.create_stream(f"load{k}", SCHEMA, time="t", max_window=WINDOW)
+                for v in rng.choice(EQ_DOMAIN, QUERIES_PER_STREAM, replace=False).tolist():
+                    c.register(
+                        f"SELECT * FROM load{k} WHERE load{k}.a = {v} BEGIN NOW - 1000 END NOW"
+                    )
+            c.create_stream("quiet", SCHEMA, time="t")
+            c.insert("quiet", [(i % 10, i) for i in range(10_000)])
+            h = c.register(BYSTANDER)
+            idle: list[tuple[float, float]] = []
+            _bystander(c, h, time.monotonic() + 3.0, idle, time.monotonic())
+            rss0 = srv.rss_bytes()
+            procs = [_flood(srv.target, k, seconds, seed) for k in range(clients)]
+            t0 = time.monotonic()
+            busy: list[tuple[float, float]] = []
+            by = threading.Thread(target=_bystander, args=(c, h, t0 + seconds, busy, t0))
+            by.start()
+            rss, depth = [], []
+            bar = progress_bar(total=int(seconds), desc="flood", unit="s")
+            while by.is_alive():
+                time.sleep(0.5)
+                rss.append((time.monotonic() - t0, srv.rss_bytes()))
+                depth.append(int(c.stats()["queue_depth"]))
+                bar.update(min(int(time.monotonic() - t0), int(seconds)) - bar.n)
+            bar.close()
+            by.join()
+            results = [json.loads(p.communicate()[0]) for p in procs]
+            stored = [c.describe_stream(f"load{k}").tuples_ingested for k in range(clients)]
+        peak = srv.peak_rss_bytes()
+    finally:
+        srv.stop()
+
+    acked = [sum(r["per_second"]) for r in results]
+    fair = sum(acked) / clients
+    span = seconds - 2  # the first and last second are partial
+    per_client = Section(
+        f"{clients} clients flooding {ROWS:,}-row batches for {seconds:.0f} s",
+        ["client", "accepted t/s", "share of fair", "refused calls", "acknowledged = stored"],
+    )
+    for k, r in enumerate(results):
+        rate = sum(r["per_second"][1:-1]) / span if len(r["per_second"]) > 2 else 0.0
+        kept = "yes" if acked[k] == stored[k] else f"no ({stored[k]:,})"
+        per_client.rows.append([k, rate, acked[k] / fair if fair else 0.0, r["refused"], kept])
+    i50, i99, imax = _percentiles([ms for _, ms in idle])
+    b50, b99, bmax = _percentiles([ms for _, ms in busy])
+    total = sum(acked) / seconds
+    summary = Section(
+        "A bystander's invoke, and the server, under the flood",
+        ["", "invoke p50 ms", "p99 ms", "max ms", "ingest t/s", "server RSS MB"],
+    )
+    summary.rows.append(["idle", i50, i99, imax, 0.0, rss0 / 2**20])
+    summary.rows.append(["flooded", b50, b99, bmax, total, peak / 2**20])
+    summary.notes.append(
+        f"Each client is a process of its own ({sys.executable} -m psoup.bench.grpc_load "
+        f"flood) with one pipelined Ingest call; each flooded stream has "
+        f"{QUERIES_PER_STREAM} standing equality queries and keeps its last {WINDOW:,} "
+        "tuples. The bystander invokes a selection over a quiet 10,000-tuple stream every "
+        "5 ms from this process. Server RSS: before the flood and its peak (VmHWM). "
+        f"Largest ingest queue seen: {max(depth, default=0)} batches. Everything shares "
+        "the machine's cores."
+    )
+    where = machine.describe()
+    command = "psoup bench overload" + (" --quick" if quick else "")
+    md = [f"## Overload (`{command}`)", "", f"Machine: {where}.", ""]
+    print(f"machine: {where}")
+    for sec in (per_client, summary):
+        md += sec.show()
+    suffix = "_quick" if quick else ""
+    secs = np.arange(int(seconds))
+    lat_by_sec = [[ms for t, ms in busy if int(t) == s] for s in secs]
+    report.plot(
+        out_dir / f"overload_latency{suffix}.png",
+        "Bystander invoke latency during the flood",
+        "second",
+        "ms",
+        {
+            "p50": (secs.tolist(), [_percentiles(v)[0] for v in lat_by_sec]),
+            "p99": (secs.tolist(), [_percentiles(v)[1] for v in lat_by_sec]),
+            "max": (secs.tolist(), [_percentiles(v)[2] for v in lat_by_sec]),
+        },
+        logx=False,
+    )
+    report.plot(
+        out_dir / f"overload_ingest{suffix}.png",
+        "Accepted ingest per client (tuples/s)",
+        "second",
+        "tuples/s",
+        {
+            f"client {k}": (list(range(len(r["per_second"]))), r["per_second"])
+            for k, r in enumerate(results)
+        },
+        logx=False,
+        logy=False,
+    )
+    md += [
+        f"![invoke latency](overload_latency{suffix}.png) "
+        f"![ingest per client](overload_ingest{suffix}.png)",
+        "",
+    ]
+    report.write_section(out_dir / "BENCHMARKS.md", "overload" + suffix.replace("_", "-"),
+                         "\n".join(md))  # fmt: skip
+    print(f"\nwrote {out_dir / 'BENCHMARKS.md'} and the overload plots")
+    return [per_client, summary]

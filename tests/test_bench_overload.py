@@ -1,0 +1,21 @@
+"""``psoup bench overload --quick``: the flood runs, every client gets a share of the
+server, every acknowledged tuple is stored, and the tables and plots are written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from psoup.bench import overload_bench
+
+
+def test_overload_quick_run(tmp_path: Path) -> None:
+    per_client, summary = overload_bench.run(tmp_path, quick=True)
+    assert len(per_client.rows) == 3
+    for _client, rate, share, _refused, kept in per_client.rows:
+        assert rate > 0 and share > 0.5 and kept == "yes"
+    _idle, flooded = summary.rows
+    assert flooded[4] > 0  # tuples/s accepted during the flood
+    md = (tmp_path / "BENCHMARKS.md").read_text()
+    assert "<!-- bench:overload-quick begin -->" in md
+    for name in ("overload_latency_quick.png", "overload_ingest_quick.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
