@@ -471,6 +471,21 @@ def test_worker_refuses_ingest_beyond_its_queue_and_serves_urgent_work_first() -
         f.result(timeout=10)
     assert order == ["invoke", "ingest 1", "ingest 2"]
     assert worker.queue_depth == 0
+
+
+def test_worker_takes_ingest_round_robin_over_clients() -> None:
+    worker = EngineWorker(ingest_limit=10)
+    gate, order = threading.Event(), []
+    blocker = worker.submit(gate.wait)
+    futs = [worker.submit_ingest(lambda n=n: order.append(f"a{n}"), "a") for n in range(3)]
+    futs.append(worker.submit_ingest(lambda: order.append("b0"), "b"))
+    futs.append(worker.submit_ingest(lambda: order.append("c0"), "c"))
+    futs.append(worker.submit_ingest(lambda: order.append("b1"), "b"))
+    gate.set()
+    for f in (blocker, *futs):
+        f.result(timeout=10)
+    assert order == ["a0", "b0", "c0", "a1", "b1", "a2"]  # each client's own in order
+    worker.stop()
     worker.stop()
 
 

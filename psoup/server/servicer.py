@@ -319,7 +319,9 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         def submit(req: pb.IngestRequest, columns: dict, inflight: deque):
             while True:
                 try:
-                    return self.worker.submit_ingest(lambda s=req.stream, c=columns: apply(s, c))
+                    return self.worker.submit_ingest(
+                        lambda s=req.stream, c=columns: apply(s, c), share
+                    )
                 except QueueFull:
                     while inflight and inflight[0].done():
                         inflight.popleft()
@@ -350,6 +352,8 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
         try:
             client = self._client(context)
+            # The engine's turns go round the clients (their connections, anonymously).
+            share = client if self.auth.enabled else context.peer()
             threading.Thread(target=read, name="psoup-ingest-reader", daemon=True).start()
             while (item := pending.get()) is not _END:
                 if isinstance(item, Exception):

@@ -1,9 +1,12 @@
-"""The engine thread: the single writer that owns the engine, fed by a priority queue.
+"""The engine thread: the single writer that owns the engine, fed by two queues.
 
 gRPC handler threads submit closures and wait on futures. Invocations, registrations and
-everything else that a user waits on go before queued ingest batches, so their latency
-does not grow with the ingest backlog; each closure runs alone, between two batches,
-which keeps every answer stream-prefix consistent. Ingest closures are counted: when
+everything else that a user waits on (``submit``) go before queued ingest batches, so
+their latency does not grow with the ingest backlog; each closure runs alone, between
+two batches, which keeps every answer stream-prefix consistent. Ingest closures
+(``submit_ingest``) are queued per client and taken round-robin, one batch per client in
+turn, so a client that keeps more batches in flight (or opens more Ingest calls) does not
+get more of the engine than one that keeps fewer. They are counted: when
 ``ingest_limit`` are already waiting, ``submit_ingest`` raises ``QueueFull`` instead of
 letting memory grow. Between two closures the thread gives the heap freezer its turn
 (psoup/server/heap.py), so the collector's full passes stay short.
@@ -11,16 +14,13 @@ letting memory grow. Between two closures the thread gives the heap freezer its 
 
 from __future__ import annotations
 
-import itertools
-import queue
 import threading
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 from psoup.server.heap import HeapFreezer
-
-URGENT, INGEST = 0, 1
 
 
 class QueueFull(Exception):
@@ -28,15 +28,16 @@ class QueueFull(Exception):
 
 
 class EngineWorker:
-    """Runs submitted closures one at a time on one thread, urgent ones first."""
+    """Runs submitted closures one at a time on one thread: urgent ones first, then
+    ingest batches round-robin over clients."""
 
     def __init__(self, ingest_limit: int, freeze_heap_every: float = 0.0):
         self.ingest_limit = ingest_limit
         self.heap = HeapFreezer(freeze_heap_every)
-        self._queue: queue.PriorityQueue = queue.PriorityQueue()
-        self._order = itertools.count()
+        self._cond = threading.Condition()
+        self._urgent: deque = deque()  # (fn, future)
+        self._ingest: OrderedDict[str, deque] = OrderedDict()  # client -> (fn, future)
         self._ingest_waiting = 0
-        self._count_lock = threading.Lock()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="psoup-engine", daemon=True)
         self._thread.start()
@@ -49,31 +50,53 @@ class EngineWorker:
     def submit(self, fn: Callable[[], Any]) -> Future:
         """Run ``fn`` before any waiting ingest batch; returns its future."""
         fut: Future = Future()
-        self._queue.put((URGENT, next(self._order), fn, fut))
+        with self._cond:
+            self._urgent.append((fn, fut))
+            self._cond.notify()
         return fut
 
-    def submit_ingest(self, fn: Callable[[], Any]) -> Future:
-        """Queue an ingest closure; raises QueueFull when the queue is at its limit."""
-        with self._count_lock:
+    def submit_ingest(self, fn: Callable[[], Any], client: str = "") -> Future:
+        """Queue an ingest closure of ``client``; raises QueueFull when the queue is at
+        its limit. O(1)."""
+        fut: Future = Future()
+        with self._cond:
             if self._ingest_waiting >= self.ingest_limit:
                 raise QueueFull
             self._ingest_waiting += 1
-        fut: Future = Future()
-        self._queue.put((INGEST, next(self._order), fn, fut))
+            q = self._ingest.get(client)
+            if q is None:
+                q = self._ingest[client] = deque()
+            q.append((fn, fut))
+            self._cond.notify()
         return fut
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """``submit(fn)`` and wait for its result (re-raising its exception)."""
         return self.submit(fn).result()
 
-    def _run(self) -> None:
-        while True:
-            prio, _, fn, fut = self._queue.get()
-            if fn is None:
-                return
-            if prio == INGEST:
-                with self._count_lock:
+    def _next(self) -> tuple[Callable[[], Any], Future] | None:
+        """The next closure: urgent first, else the first client's oldest batch (that
+        client then goes to the back of the line). None once stopped and drained."""
+        with self._cond:
+            while True:
+                if self._urgent:
+                    return self._urgent.popleft()
+                if self._ingest:
+                    client, q = next(iter(self._ingest.items()))
+                    item = q.popleft()
+                    if q:
+                        self._ingest.move_to_end(client)
+                    else:
+                        del self._ingest[client]
                     self._ingest_waiting -= 1
+                    return item
+                if self._stopping:
+                    return None
+                self._cond.wait()
+
+    def _run(self) -> None:
+        while (item := self._next()) is not None:
+            fn, fut = item
             if not fut.set_running_or_notify_cancel():
                 continue
             try:
@@ -84,7 +107,9 @@ class EngineWorker:
 
     def stop(self) -> None:
         """Finish what is queued, then end the thread."""
-        if not self._stopping:
+        with self._cond:
+            if self._stopping:
+                return
             self._stopping = True
-            self._queue.put((INGEST + 1, next(self._order), None, None))
-            self._thread.join()
+            self._cond.notify()
+        self._thread.join()
