@@ -441,11 +441,12 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                     return handle, q
 
                 handle, q = self.worker.call(register)
-                self._kept()
             except BaseException:
                 with self._lock:
                     self._per_client[client] -= 1
                 raise
+            # Registered: it counts even if making it durable fails below (it is there).
+            self._kept()
             return pb.RegisterQueryResponse(
                 handle=handle,
                 columns=_columns(q.spec),
