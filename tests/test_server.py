@@ -628,3 +628,31 @@ def test_loads_belong_to_their_client(auth_server) -> None:
         fails(lambda: bob.CommitLoad(pb.CommitLoadRequest(load_id=lid)), C.PERMISSION_DENIED)
         fails(lambda: bob.AbortLoad(pb.AbortLoadRequest(load_id=lid)), C.PERMISSION_DENIED)
         alice.CommitLoad(pb.CommitLoadRequest(load_id=lid))
+
+
+def test_open_loads_hold_at_most_max_staged_bytes() -> None:
+    srv = start_server(ServerConfig(port=0, max_staged_bytes=2000))
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
+            stub = pb_grpc.PSoupStub(ch)
+            stub.CreateStream(create_request("big"))
+            budget = srv.servicer.loads.budget
+            lid = stub.BeginLoad(pb.BeginLoadRequest(stream="big")).load_id
+            n = 40  # 40 rows x 24 bytes = 960 bytes
+            req = _load_req(lid, list(range(n)), [0.0] * n, list(range(n)))
+            stub.LoadBatches(iter([req]))
+            assert budget.used == 960
+            fails(
+                lambda: stub.LoadBatches(iter([req, req])),  # 1,920 more: past 2,000
+                C.RESOURCE_EXHAUSTED,
+                "max_staged_bytes=2,000",
+            )
+            assert budget.used == 960  # the refused call's first batch is given back
+            other = stub.BeginLoad(pb.BeginLoadRequest(stream="big")).load_id
+            stub.LoadBatches(iter([_load_req(other, [1], [0.0], [1])]))
+            stub.AbortLoad(pb.AbortLoadRequest(load_id=other))
+            assert budget.used == 960
+            assert stub.CommitLoad(pb.CommitLoadRequest(load_id=lid)).rows == n
+            assert budget.used == 0
+    finally:
+        srv.stop(grace=1)

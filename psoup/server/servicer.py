@@ -37,7 +37,7 @@ from psoup.errors import (
 from psoup.result import Result
 from psoup.server.auth import Authenticator, AuthError
 from psoup.server.config import ServerConfig
-from psoup.server.loads import Loads, UnknownLoad
+from psoup.server.loads import BudgetExceeded, Loads, UnknownLoad
 from psoup.server.metrics import Metrics, release_free_memory, rss_bytes
 from psoup.server.worker import EngineWorker, QueueFull
 from psoup.storage.log import StorageError, StorageFullError
@@ -156,7 +156,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 self._per_client[q.owner] += 1
         self.storage = engine.storage  # None in memory
         self._subscriptions = 0
-        self.loads = Loads()
+        self.loads = Loads(max_staged_bytes=config.max_staged_bytes)
 
     # -- common steps -------------------------------------------------------------------
     def _client(self, context: grpc.ServicerContext) -> str:
@@ -667,33 +667,46 @@ class PSoupServicer(pb_grpc.PSoupServicer):
     def LoadBatches(self, request_iterator, context):
         def run():
             client = self._client(context)
-            staging = first = None
-            for req in request_iterator:
-                if staging is None:
-                    staging = self._load(client, req.load_id).staging(req.part)
-                    first = (req.load_id, req.part)
-                elif (req.load_id, req.part) != first:
-                    raise Abort(
-                        grpc.StatusCode.INVALID_ARGUMENT,
-                        f"batch {req.batch_id}: every request of a LoadBatches call names "
-                        "the load_id and part of the first",
-                    )
-                columns = self._decode_batch(req)
-                try:
-                    staging.add(columns)
-                except PSoupError as exc:
-                    raise Abort(
-                        grpc.StatusCode.INVALID_ARGUMENT, f"batch {req.batch_id}: {exc}"
-                    ) from None
-            if staging is None:
+            held: list = []  # this call's Staging, once its first request names the load
+            try:
+                for req in request_iterator:
+                    if not held:
+                        held.append(self._load(client, req.load_id).staging(req.part))
+                        first = (req.load_id, req.part)
+                    elif (req.load_id, req.part) != first:
+                        raise Abort(
+                            grpc.StatusCode.INVALID_ARGUMENT,
+                            f"batch {req.batch_id}: every request of a LoadBatches call "
+                            "names the load_id and part of the first",
+                        )
+                    self._stage(held[0], req)
+            except BaseException:
+                if held:  # nothing of a failed call stays staged, nor counts
+                    held[0].discard()
+                raise
+            if not held:
                 return pb.LoadBatchesResponse()
             # Only a call that got to its end stages anything (a cancelled one raised above).
+            staging = held[0]
             replaced = staging.done()
             return pb.LoadBatchesResponse(
                 batches=staging.batches, rows=staging.rows, replaced=replaced
             )
 
         return self._unary(context, run)
+
+    def _stage(self, staging, req: pb.LoadBatchRequest) -> None:
+        """Validate one LoadBatches request and stage it; Abort names the batch."""
+        columns = self._decode_batch(req)
+        try:
+            staging.add(columns)
+        except PSoupError as exc:
+            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"batch {req.batch_id}: {exc}") from None
+        except BudgetExceeded as exc:
+            raise Abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"batch {req.batch_id}: {exc} (server option --max-staged-bytes)",
+            ) from None
 
     def CommitLoad(self, request, context):
         def run():
@@ -702,6 +715,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             # The staged batches are freed by now; give their heap pages back before the
             # commit allocates the new storage, or the peak holds both.
             box = [load.take_columns()]
+            load.release()
             release_free_memory()
 
             def apply():
@@ -723,7 +737,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
     def AbortLoad(self, request, context):
         def run():
             client = self._client(context)
-            self._load(client, request.load_id, pop=True)
+            self._load(client, request.load_id, pop=True).release()
             return pb.AbortLoadResponse()
 
         return self._unary(context, run)
