@@ -17,5 +17,5 @@ def test_overload_quick_run(tmp_path: Path) -> None:
     assert flooded[4] > 0  # tuples/s accepted during the flood
     md = (tmp_path / "BENCHMARKS.md").read_text()
     assert "<!-- bench:overload-quick begin -->" in md
-    for name in ("overload_latency_quick.png", "overload_ingest_quick.png"):
-        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+    for part in ("latency", "ingest", "memory"):
+        assert (tmp_path / f"overload_{part}_quick.png").read_bytes()[:4] == b"\x89PNG"

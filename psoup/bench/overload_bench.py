@@ -156,9 +156,19 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
         logx=False,
         logy=False,
     )
+    report.plot(
+        out_dir / f"overload_memory{suffix}.png",
+        "Server resident memory during the flood",
+        "second",
+        "MB",
+        {"RSS": ([t for t, _ in rss], [b / 2**20 for _, b in rss])},
+        logx=False,
+        logy=False,
+    )
     md += [
         f"![invoke latency](overload_latency{suffix}.png) "
-        f"![ingest per client](overload_ingest{suffix}.png)",
+        f"![ingest per client](overload_ingest{suffix}.png) "
+        f"![server memory](overload_memory{suffix}.png)",
         "",
     ]
     report.write_section(out_dir / "BENCHMARKS.md", "overload" + suffix.replace("_", "-"),
