@@ -106,11 +106,12 @@ class AsyncPSoupClient:
     ):
         if batch_rows < 1 or max_in_flight < 1:
             raise ValueError("batch_rows and max_in_flight must be positive")
+        target = channel.target(target)
+        self._metadata = channel.metadata(token)
         self.target = target
         self.timeout = timeout
         self.batch_rows = batch_rows
         self.max_in_flight = max_in_flight
-        self._metadata = channel.metadata(token)
         creds = channel.credentials(root_certificates, tls)
         self._channel = channel.aio_channel(target, creds, channel.options(max_message_bytes))
         self._stub = pb_grpc.PSoupStub(self._channel)

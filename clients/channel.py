@@ -8,6 +8,10 @@ import grpc
 
 #: Default largest message either way, the server's default ``max_message_bytes``.
 MAX_MESSAGE_BYTES = 64 << 20
+#: The port of a target given without one (the server's default port).
+DEFAULT_PORT = 50051
+#: gRPC's own target schemes (``unix:/path``, ``dns:///host:port``, ...): passed as they are.
+_SCHEMES = ("dns:", "unix:", "unix-abstract:", "ipv4:", "ipv6:", "vsock:")
 
 
 class _Default:
@@ -26,8 +30,52 @@ def deadline(timeout: Timeout, default: float | None) -> float | None:
     return default if isinstance(timeout, _Default) else timeout
 
 
+def target(address: str) -> str:
+    """``address`` as a gRPC target: ``HOST:PORT``, ``HOST`` (port 50051), ``[IPv6]:PORT``
+    or ``[IPv6]``; a gRPC target URI (``unix:/path``, ``dns:///h:p``) is kept as it is.
+
+    Raises ValueError naming the address when the host is missing, the port is not a
+    number in 1..65535, or an IPv6 address is not in brackets.
+    """
+    if not isinstance(address, str):
+        raise ValueError(f"bad server address {address!r}: expected a HOST:PORT string")
+    if address.startswith(_SCHEMES):
+        return address
+    if address.startswith("["):
+        end = address.find("]")
+        host, rest = address[: end + 1], address[end + 1 :]
+        if end < 2 or (rest and not rest.startswith(":")):
+            raise ValueError(f"bad server address {address!r}: expected [IPv6]:PORT")
+        port = rest[1:] if rest else None
+    elif address.count(":") > 1:
+        raise ValueError(
+            f"bad server address {address!r}: put an IPv6 address in brackets, "
+            f"e.g. [::1]:{DEFAULT_PORT}"
+        )
+    else:
+        host, sep, port = address.partition(":")
+        port = port if sep else None
+    if not host.strip() or host != host.strip():
+        raise ValueError(f"bad server address {address!r}: no host (expected HOST:PORT)")
+    if port is None:
+        return f"{host}:{DEFAULT_PORT}"
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        raise ValueError(f"bad server address {address!r}: the port must be a number in 1..65535")
+    return f"{host}:{int(port)}"
+
+
 def metadata(token: str | None) -> tuple[tuple[str, str], ...]:
-    """The call metadata carrying ``token`` as a bearer token (empty without one)."""
+    """The call metadata carrying ``token`` as a bearer token (empty without one).
+
+    Raises ValueError when the token has a character other than printable ASCII (gRPC
+    would refuse the call with INTERNAL "Invalid metadata"; the server's tokens are
+    printable ASCII too).
+    """
+    if token is not None and not isinstance(token, str):
+        raise ValueError(f"bad token: expected a string, not {type(token).__name__}")
+    if token and not (token.isascii() and token.isprintable()):
+        bad = next(ch for ch in token if not (ch.isascii() and ch.isprintable()))
+        raise ValueError(f"bad token: only printable ASCII characters are allowed, not {bad!r}")
     return (("authorization", f"Bearer {token}"),) if token else ()
 
 

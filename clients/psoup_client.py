@@ -79,8 +79,10 @@ class Subscription:
 class PSoupClient:
     """A connection to a psoup server, with the embedded ``psoup.Engine``'s methods.
 
-    ``target`` is ``host:port``; ``token`` is sent as ``authorization: Bearer <token>``;
-    ``timeout`` is the default deadline in seconds (see the module docstring);
+    ``target`` is ``host:port`` (``host`` alone: port 50051; IPv6 as ``[::1]:port``);
+    ``token`` (printable ASCII) is sent as ``authorization: Bearer <token>``; a bad
+    target or token raises ValueError here, before any call. ``timeout`` is the default
+    deadline in seconds (see the module docstring);
     ``root_certificates`` (PEM bytes or a file path) turns on TLS, as does ``tls=True``
     (system roots). ``batch_rows`` is the size of the batches ``insert`` cuts rows into,
     ``max_in_flight`` how many batches may await their ack at once on an Ingest call.
@@ -102,11 +104,12 @@ class PSoupClient:
     ):
         if batch_rows < 1 or max_in_flight < 1:
             raise ValueError("batch_rows and max_in_flight must be positive")
+        target = channel.target(target)
+        self._metadata = channel.metadata(token)
         self.target = target
         self.timeout = timeout
         self.batch_rows = batch_rows
         self.max_in_flight = max_in_flight
-        self._metadata = channel.metadata(token)
         creds = channel.credentials(root_certificates, tls)
         self._channel = channel.sync_channel(target, creds, channel.options(max_message_bytes))
         self._stub = pb_grpc.PSoupStub(self._channel)

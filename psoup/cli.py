@@ -20,8 +20,24 @@ STRATEGIES = ("psoup-p", "psoup-c", "nomat")
 EPILOG = """\
 exit status: 0 success; 1 the server refused the request (printed as
 'error: STATUS_CODE: message' on stderr) or a bad input file; 2 bad usage;
-3 the server cannot be reached.
+3 the server cannot be reached; 130 interrupted.
 """
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: gRPC's largest message size (a C int).
+GRPC_MAX_MESSAGE_BYTES = 2**31 - 1
+#: The longest --timeout: gRPC fails a call at once when its deadline overflows.
+MAX_TIMEOUT = 365 * 24 * 3600
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser whose subcommands refuse an argument they do not know with their own usage
+    line (argparse leaves that to the top-level parser, which prints its own)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and self._subparsers is None:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
 
 
 # -------------------------------------------------------------------- argument types
@@ -29,6 +45,8 @@ exit status: 0 success; 1 the server refused the request (printed as
 
 def parse_schema(text: str) -> dict[str, str]:
     """``"a:int,b:float,t:int"`` -> ``{"a": "int", "b": "float", "t": "int"}``."""
+    from stems.schema import DTYPES
+
     schema: dict[str, str] = {}
     for part in text.split(","):
         name, sep, type_ = (s.strip() for s in part.partition(":"))
@@ -38,21 +56,45 @@ def parse_schema(text: str) -> dict[str, str]:
             )
         if name in schema:
             raise argparse.ArgumentTypeError(f"attribute {name!r} is declared twice")
+        if type_ not in DTYPES:
+            raise argparse.ArgumentTypeError(
+                f"attribute {name!r} has unknown type {type_!r}; types are {', '.join(DTYPES)}"
+            )
         schema[name] = type_
     return schema
 
 
 def parse_value(text: str) -> int | float | str:
-    """A parameter value: an int if it reads as one, else a finite float, else the text."""
+    """A parameter value: an int if it reads as one (64 bits), else a finite float, else
+    the text. NaN and infinity are refused, as is an int beyond 64 bits."""
     try:
-        return int(text)
+        v = int(text)
     except ValueError:
         pass
+    else:
+        if not INT64_MIN <= v <= INT64_MAX:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is beyond the 64-bit integer range ({INT64_MIN}..{INT64_MAX})"
+            )
+        return v
     try:
-        v = float(text)
+        f = float(text)
     except ValueError:
         return text
-    return v if math.isfinite(v) else text
+    if not math.isfinite(f):
+        raise argparse.ArgumentTypeError(f"{text!r}: NaN and infinity are not allowed values")
+    return f
+
+
+class _Params(argparse.Action):
+    """``--param NAME=VALUE``, repeatable; a name given twice is a usage error (else the
+    last would silently win)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        params = list(getattr(namespace, self.dest, None) or [])
+        if any(name == values[0] for name, _ in params):
+            raise argparse.ArgumentError(self, f"parameter {values[0]!r} is given twice")
+        setattr(namespace, self.dest, [*params, values])
 
 
 def parse_param(text: str) -> tuple[str, int | float | str]:
@@ -64,14 +106,14 @@ def parse_param(text: str) -> tuple[str, int | float | str]:
 
 
 def parse_number(text: str) -> int | float:
-    """A finite int or float."""
-    v = parse_value(text)
+    """A finite int (64 bits) or float."""
+    v = parse_value(text)  # refuses NaN, infinity and an int beyond 64 bits
     if isinstance(v, str):
         raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
     return v
 
 
-def _count(text: str, least: int) -> int:
+def _count(text: str, least: int, most: int = INT64_MAX) -> int:
     try:
         v = int(text)
     except ValueError:
@@ -79,6 +121,8 @@ def _count(text: str, least: int) -> int:
     if v < least:
         what = "a positive integer" if least > 0 else "an integer >= 0"
         raise argparse.ArgumentTypeError(f"not {what}: {text!r}")
+    if v > most:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than {most}")
     return v
 
 
@@ -86,8 +130,8 @@ def _positive(text: str) -> int:
     return _count(text, 1)
 
 
-def _non_negative(text: str) -> int:
-    return _count(text, 0)
+def _page_rows(text: str) -> int:
+    return _count(text, 0, 2**32 - 1)  # a uint32 in the request
 
 
 def _duration(text: str, zero_ok: bool) -> float:
@@ -100,6 +144,26 @@ def _duration(text: str, zero_ok: bool) -> float:
 
 def _seconds(text: str) -> float:
     return _duration(text, zero_ok=False)
+
+
+def _timeout(text: str) -> float:
+    """A call's deadline: positive seconds, at most a year."""
+    v = _seconds(text)
+    if v > MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than a year ({MAX_TIMEOUT} s)")
+    return v
+
+
+def _speedup(text: str) -> float:
+    """A positive, finite factor."""
+    v = parse_number(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive number: {text!r}")
+    return float(v)
+
+
+def _message_bytes(text: str) -> int:
+    return _count(text, 1, GRPC_MAX_MESSAGE_BYTES)
 
 
 def _seconds_or_never(text: str) -> float:
@@ -181,10 +245,10 @@ def _connection_options(top: bool = False) -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--timeout",
-        type=_seconds,
+        type=_timeout,
         default=default(30.0),
         metavar="SECONDS",
-        help="deadline of each call, except ingest and subscribe (default: 30)",
+        help="deadline of each call, except ingest and subscribe; at most a year (default: 30)",
     )
     g.add_argument(
         "--tls-ca",
@@ -201,8 +265,10 @@ def _add_demo_bench(sub) -> None:
         help="run the embedded engine on generated readings and print results",
         description="Run the embedded engine on generated sensor readings and print results.",
     )
-    demo.add_argument("--seconds", type=int, default=7200, help="seconds of readings to ingest")
-    demo.add_argument("--sensors", type=int, default=64, help="number of sensors")
+    demo.add_argument(
+        "--seconds", type=_positive, default=7200, help="seconds of readings to ingest"
+    )
+    demo.add_argument("--sensors", type=_positive, default=64, help="number of sensors")
     demo.add_argument("--strategy", choices=STRATEGIES, default="psoup-p", help="engine strategy")
     demo.add_argument("--seed", type=int, default=1, help="random seed of the readings")
 
@@ -231,7 +297,7 @@ def _add_demo_bench(sub) -> None:
     )
     bench.add_argument(
         "--speedup",
-        type=float,
+        type=_speedup,
         default=1.0,
         metavar="K",
         help="linear-road --xways: simulated seconds per wall second (default 1)",
@@ -354,10 +420,10 @@ def _add_serve(sub) -> None:
     limits = serve.add_argument_group("limits")
     limits.add_argument(
         "--max-message-bytes",
-        type=_positive,
+        type=_message_bytes,
         default=64 << 20,
         metavar="N",
-        help="largest gRPC message either way (default: %(default)s)",
+        help="largest gRPC message either way, at most 2**31-1 (default: %(default)s)",
     )
     limits.add_argument(
         "--max-batch-rows",
@@ -477,10 +543,11 @@ def _add_client(sub) -> None:
     p.add_argument(
         "--param",
         type=parse_param,
-        action="append",
+        action=_Params,
         default=[],
         metavar="NAME=VALUE",
-        help="value of the query's :NAME parameter (int, else float, else string); repeatable",
+        help="value of the query's :NAME parameter (64-bit int, else finite float, else "
+        "string); once per name, repeatable",
     )
 
     p = client(sub, "invoke", "print a query's current result", "invoke")
@@ -494,7 +561,7 @@ def _add_client(sub) -> None:
     )
     p.add_argument(
         "--page-rows",
-        type=_non_negative,
+        type=_page_rows,
         default=0,
         metavar="N",
         help="rows per response message; 0 = the server's default",
@@ -539,7 +606,7 @@ def _add_client(sub) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``psoup`` argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="psoup",
         description="Continuous queries over streams, after PSoup: the embedded demo and "
         "benchmarks, the gRPC server (serve) and its client commands.",
@@ -663,7 +730,7 @@ def _add_linear_road(sub) -> None:
     run.add_argument("--out", type=Path, required=True, help="directory for the answer files")
     run.add_argument(
         "--speedup",
-        type=float,
+        type=_speedup,
         default=1.0,
         help="simulated seconds per wall second (1: real time)",
     )
@@ -725,9 +792,64 @@ def _add_linear_road(sub) -> None:
 # -------------------------------------------------------------------------------- run
 
 
+def _error(message: str, status: int = 1) -> int:
+    """Print ``error: message`` on stderr; returns ``status``."""
+    print(f"error: {message}", file=sys.stderr)
+    return status
+
+
+def _missing_input(**files: Path | None) -> str | None:
+    """What is wrong with the input files (option name -> path; None: not given), if any."""
+    for option, path in files.items():
+        if path is not None and not path.is_file():
+            what = "not a regular file" if path.exists() else "no such file"
+            return f"--{option} {path}: {what}"
+    return None
+
+
+def _connection_problem(server: str | None, token: str | None = None) -> str | None:
+    """What is wrong with a ``--server`` address or a ``--token``, if anything (the client
+    commands find it when they connect)."""
+    from clients import channel
+
+    try:
+        if server is not None:
+            channel.target(server)
+        channel.metadata(token)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+def _tls_problem(cert: str, key: str) -> str | None:
+    """Why gRPC could not use the PEM certificate chain ``cert`` with the private key
+    ``key``, if it could not (gRPC itself would only fail to bind)."""
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        ctx.load_verify_locations(cafile=cert)
+    except ssl.SSLError:
+        return f"--tls-cert {cert}: cannot read it as a PEM certificate"
+    except OSError as err:
+        return f"--tls-cert {cert}: {err.strerror or err}"
+    try:
+        ctx.load_cert_chain(cert, key, password=lambda: b"")
+    except ssl.SSLError:
+        return (
+            f"--tls-key {key}: cannot read it as an unencrypted PEM private key of the "
+            "--tls-cert certificate"
+        )
+    except OSError as err:
+        return f"--tls-key {key}: {err.strerror or err}"
+    return None
+
+
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if bool(args.tls_cert) != bool(args.tls_key):
         parser.error("serve: --tls-cert and --tls-key go together")
+    if args.tls_cert and (problem := _tls_problem(args.tls_cert, args.tls_key)):
+        return _error(problem)
     from psoup.server import ServerConfig, serve_forever
     from psoup.storage.durable import default_data_dir
     from psoup.storage.log import LogCorruptError
@@ -757,14 +879,46 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return serve_forever(config)
     except (ValueError, RuntimeError, OSError, LogCorruptError) as err:
         # a bad token file or TLS file, a busy port or data directory, a damaged log
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return _error(str(err))
+
+
+def _linear_road_run(args: argparse.Namespace) -> int:
+    """``psoup linear-road run``: the inputs and the server are checked before the run."""
+    if problem := _connection_problem(args.server):
+        return _error(problem, 2)
+    if problem := _missing_input(input=args.input, history=args.history):
+        return _error(problem)
+    from clients import PSoupRpcError, Unavailable
+    from psoup.linear_road import driver
+
+    convention = "every-crossing" if args.every_crossing else "validator"
+    try:
+        summary = driver.run(
+            args.input, args.history, args.out, args.speedup, args.server, convention=convention
+        )
+    except PSoupRpcError as err:
+        return _error(str(err), 3 if isinstance(err, Unavailable) else 1)
+    except (ValueError, RuntimeError, OSError) as err:
+        # a bad input line, a server without Linear Road's streams, an unwritable --out
+        return _error(str(err))
+    print(summary.table())
+    if summary.missed:
+        return _error(f"{summary.missed} answers missed their deadline")
+    print(f"every answer on time; answers and response_times.png in {args.out}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen command; returns the exit status."""
+    """Parse ``argv`` and run the chosen command; returns the exit status (130 on Ctrl-C)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        return _run(parser, args)
+    except KeyboardInterrupt:
+        return _error("interrupted", 130)
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "demo":
         from psoup import demo as demo_mod
 
@@ -792,6 +946,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
             if args.input is None:
                 parser.error("bench linear-road needs --input FILE or --xways N")
+            if problem := _missing_input(input=args.input, history=args.history):
+                return _error(problem)
             return linear_road_bench.run(args.out, args.input, args.history, quick=args.quick)
         if args.suite == "history":
             from psoup.bench import history_bench
@@ -814,25 +970,20 @@ def main(argv: list[str] | None = None) -> int:
 
         return generate.cli_main(args)
     if args.command == "linear-road" and args.lr_command == "check":
+        if problem := _missing_input(input=args.input, history=args.history):
+            return _error(problem)
         from psoup.linear_road import check
 
         return check.cli_main(args)
     if args.command == "linear-road":
-        from psoup.linear_road import driver
-
-        convention = "every-crossing" if args.every_crossing else "validator"
-        summary = driver.run(
-            args.input, args.history, args.out, args.speedup, args.server, convention=convention
-        )
-        print(summary.table())
-        if summary.missed:
-            print(f"error: {summary.missed} answers missed their deadline", file=sys.stderr)
-            return 1
-        print(f"every answer on time; answers and response_times.png in {args.out}")
-        return 0
+        return _linear_road_run(args)
     if args.command == "serve":
         return _serve(parser, args)
     if args.command == "history":
+        if args.history_command != "cluster" and (
+            problem := _connection_problem(args.server, args.token)
+        ):
+            return _error(problem, 2)
         from psoup.history import cli as history_cli
 
         return history_cli.run(args)

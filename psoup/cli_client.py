@@ -7,9 +7,10 @@ turns failures into a message on stderr and the exit status:
 * 0: success
 * 1: the server refused the request (``error: STATUS_CODE: message``), or the input
   file is bad
+* 2: a bad ``--server`` address or ``--token`` (the rest of the usage errors come from
+  argparse)
 * 3: the server cannot be reached (``error: UNAVAILABLE: ...``)
-
-(2, usage errors, comes from argparse.)
+* 130: interrupted (Ctrl-C)
 """
 
 from __future__ import annotations
@@ -22,18 +23,27 @@ import threading
 import time
 from collections.abc import Callable
 
-from clients import PSoupClient, PSoupRpcError, Unavailable
+from clients import PSoupClient, PSoupRpcError, ResourceExhausted, Unavailable
+from clients.errors import make_error
 from psoup import formatting
 from psoup.csvio import CsvError, count_rows, read_batches
 
-EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 3, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class UsageError(ValueError):
+    """A bad connection option, found when the client is made (exit 2)."""
 
 
 def connect(args: argparse.Namespace) -> PSoupClient:
-    """A client for the connection options (``--server``, ``--token``, ...) of ``args``."""
-    return PSoupClient(
-        args.server, token=args.token, timeout=args.timeout, root_certificates=args.tls_ca
-    )
+    """A client for the connection options (``--server``, ``--token``, ...) of ``args``;
+    UsageError for a malformed ``--server`` or ``--token``."""
+    try:
+        return PSoupClient(
+            args.server, token=args.token, timeout=args.timeout, root_certificates=args.tls_ca
+        )
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def _print(text: str) -> None:
@@ -98,18 +108,35 @@ def _grants(info) -> str:
 
 
 def ingest(c: PSoupClient, args: argparse.Namespace) -> int:
-    """Send the CSV file in batches over one Ingest call, with a progress bar over rows."""
+    """Send the CSV file in batches over one Ingest call, with a progress bar over rows.
+
+    Ctrl-C stops reading the file: the batches sent are acknowledged, the call ends and
+    the command says how many rows went in (exit 130); a second Ctrl-C does not wait.
+    """
     from tqdm import tqdm
 
-    info = c.describe_stream(args.name)
-    total = count_rows(args.file)
-    batches = read_batches(args.file, info.schema, args.batch_rows)
+    interrupted = threading.Event()
+
+    def on_sigint(signum, frame) -> None:
+        interrupted.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def batches():
+        for batch in read_batches(args.file, info.schema, args.batch_rows):
+            if interrupted.is_set():
+                return
+            yield batch
+
     rows = nbatches = matches = 0
     first = last = None
-    start = time.perf_counter()
-    with tqdm(total=total, unit="row", disable=args.no_progress) as bar:
-        try:
-            for ack in c.ingest(args.name, batches):
+    previous = None
+    try:
+        info = c.describe_stream(args.name)
+        total = count_rows(args.file)
+        start = time.perf_counter()
+        with tqdm(total=total, unit="row", disable=args.no_progress) as bar:
+            previous = signal.signal(signal.SIGINT, on_sigint)
+            for ack in c.ingest(args.name, batches()):
                 nbatches += 1
                 rows += ack.rows
                 matches += ack.matches
@@ -117,14 +144,26 @@ def ingest(c: PSoupClient, args: argparse.Namespace) -> int:
                     first = ack.first_tuple_id if first is None else first
                     last = ack.last_tuple_id
                 bar.update(ack.rows)
-        except (PSoupRpcError, CsvError):
-            # The acknowledged batches stay applied: say how far it got before the error.
+    except KeyboardInterrupt:
+        interrupted.set()
+    except (PSoupRpcError, CsvError) as err:
+        if nbatches:  # the acknowledged batches stay applied: say how far it got
             print(
                 f"{formatting.plural(rows, 'row')} in {formatting.plural(nbatches, 'batch')} "
                 "were ingested before the error",
                 file=sys.stderr,
             )
-            raise
+        raise _batch_hint(err) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if interrupted.is_set():
+        print(
+            f"interrupted: {formatting.plural(rows, 'row')} in "
+            f"{formatting.plural(nbatches, 'batch')} ingested",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     secs = time.perf_counter() - start
     ids = f"tuple ids {first}..{last}" if rows else "no tuple ids"
     _print(
@@ -133,6 +172,15 @@ def ingest(c: PSoupClient, args: argparse.Namespace) -> int:
         f"{formatting.plural(matches, 'match')}"
     )
     return EXIT_OK
+
+
+def _batch_hint(err: Exception) -> Exception:
+    """``err``, with a hint when a batch was too big for the server or the channel."""
+    if isinstance(err, ResourceExhausted) and (
+        "max_batch_rows" in err.message or "larger than max" in err.message
+    ):
+        return make_error(err.code, f"{err.message} (lower --batch-rows)")
+    return err
 
 
 # ---------------------------------------------------------------------------- queries
@@ -152,7 +200,7 @@ def invoke(c: PSoupClient, args: argparse.Namespace) -> int:
 
 def subscribe(c: PSoupClient, args: argparse.Namespace) -> int:
     """Print events as they arrive until Ctrl-C (exit 130) or the query is unregistered
-    (exit 0).
+    (exit 1, saying so).
 
     Ctrl-C cancels the call from a signal handler rather than relying on
     KeyboardInterrupt: raised while the main thread waits inside gRPC's stream iterator,
@@ -176,7 +224,10 @@ def subscribe(c: PSoupClient, args: argparse.Namespace) -> int:
         interrupted.set()
     finally:
         signal.signal(signal.SIGINT, previous)
-    return EXIT_INTERRUPTED if interrupted.is_set() else EXIT_OK
+    if interrupted.is_set():
+        return EXIT_INTERRUPTED
+    print(f"error: query {args.handle} was unregistered", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def unregister(c: PSoupClient, args: argparse.Namespace) -> int:
@@ -232,6 +283,9 @@ def run(command: str, args: argparse.Namespace) -> int:
     try:
         with connect(args) as c:
             return COMMANDS[command](c, args)
+    except UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
     except PSoupRpcError as err:
         print(f"error: {err.code.name}: {err.message}", file=sys.stderr)
         return EXIT_UNREACHABLE if isinstance(err, Unavailable) else EXIT_FAILED

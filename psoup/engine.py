@@ -905,10 +905,14 @@ def _join(parts) -> tuple[list[np.ndarray], np.ndarray]:
 
 
 def _make_schema(name: str, schema, time: str, max_window) -> Schema:
+    from psoup.query.lexer import KEYWORDS  # a query could not name a reserved word
+
     if not isinstance(name, str) or not name or not set(name) <= _NAME_OK or name[0].isdigit():
         raise SchemaError(
             f"bad stream name {name!r}: use letters, digits and _, not starting with a digit"
         )
+    if name.upper() in KEYWORDS:
+        raise SchemaError(f"bad stream name {name!r}: it is a reserved word of the query language")
     items = list(schema.items()) if isinstance(schema, Mapping) else list(schema)
     if not items:
         raise SchemaError(f"stream {name!r} needs at least one attribute")
@@ -920,6 +924,10 @@ def _make_schema(name: str, schema, time: str, max_window) -> Schema:
         if not isinstance(a, str) or not a or not set(a) <= _NAME_OK or a[0].isdigit():
             raise SchemaError(
                 f"bad attribute name {a!r}: use letters, digits and _, not starting with a digit"
+            )
+        if a.upper() in KEYWORDS:
+            raise SchemaError(
+                f"bad attribute name {a!r}: it is a reserved word of the query language"
             )
         if t not in DTYPES:
             raise SchemaError(

@@ -76,7 +76,6 @@ def test_schema_param_and_number_parsing() -> None:
     assert cli.parse_param("x=5") == ("x", 5)
     assert cli.parse_param("x=2.5") == ("x", 2.5)
     assert cli.parse_param("name=a=b") == ("name", "a=b")
-    assert cli.parse_param("x=nan") == ("x", "nan")
     assert cli.parse_param("x=") == ("x", "")
     with pytest.raises(argparse.ArgumentTypeError):
         cli.parse_param("x")
@@ -237,8 +236,6 @@ def test_stream_commands(capsys, server) -> None:
     assert run(capsys, server, "stream", "drop", name)[:2] == (0, f"dropped stream {name}\n")
     code, out, err = run(capsys, server, "stream", "describe", name)
     assert (code, out, err) == (1, "", f"error: NOT_FOUND: unknown stream '{name}'\n")
-    code, _, err = run(capsys, server, "stream", "create", "x", "--schema", "a:bool", "--time", "a")
-    assert code == 1 and err.startswith("error: INVALID_ARGUMENT: ")
 
 
 def test_ingest_register_invoke_describe_stats(capsys, server, tmp_path) -> None:

@@ -152,6 +152,42 @@ def read_history(path: Path, vids: Iterable[int] | None = None) -> dict[tuple[in
     return out
 
 
+def bad_line(path: Path, width: int, ordered: bool = False) -> str | None:
+    """The first wrong line of an all-integer CSV file, as an error message naming the file
+    and the line: one that is not ``width`` 64-bit integers or, when ``ordered``, whose
+    time (the second field) is before the line above's. None if every line is right.
+    O(lines) Python work: for the message once the fast reader (pyarrow) refused the file.
+    """
+    last = None
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            text = raw.strip()
+            if not text:
+                continue
+            try:
+                fields = [int(x) for x in text.split(b",")]
+            except ValueError:
+                fields = []
+            if len(fields) != width or not all(-(2**63) <= v < 2**63 for v in fields):
+                shown = text[:60].decode("ascii", "backslashreplace")
+                return f"{path}: not {width} integers per line: line {n}: {shown!r}"
+            if ordered:
+                if last is not None and fields[1] < last:
+                    return (
+                        f"{path}: the input is not in time order: line {n}: time {fields[1]} "
+                        f"after {last}"
+                    )
+                last = fields[1]
+    return None
+
+
+def input_error(path: Path, err: Exception | None = None) -> ValueError:
+    """The error for an input file that the fast reader refused (``err``), or whose times
+    go back (None), naming the file and its first wrong line."""
+    why = f"not 15 integers per line: {err}" if err else "the input is not in time order"
+    return ValueError(bad_line(path, 15, ordered=True) or f"{path}: {why}")
+
+
 def _read_int_csv(path: Path, width: int) -> np.ndarray:
     """An all-integer CSV file without header as an (n, width) int64 array (pyarrow)."""
     import pyarrow as pa
@@ -167,7 +203,8 @@ def _read_int_csv(path: Path, width: int) -> np.ndarray:
             convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.int64())),
         )
     except pa.ArrowInvalid as err:
-        raise ValueError(f"{path}: not {width} integers per line: {err}") from None
+        where = bad_line(path, width)
+        raise ValueError(where or f"{path}: not {width} integers per line: {err}") from None
     out = np.empty((table.num_rows, width), dtype=np.int64)
     for i, name in enumerate(names):
         out[:, i] = table.column(name).to_numpy()
@@ -175,19 +212,39 @@ def _read_int_csv(path: Path, width: int) -> np.ndarray:
 
 
 def _file_source(path: Path) -> Source:
-    """Stream an input file's fields in 32 MB chunks (~650,000 rows; pyarrow)."""
+    """Stream an input file's fields in 32 MB chunks (~650,000 rows; pyarrow). Raises
+    ValueError naming the file and the line when a line is not 15 integers or the times
+    go back."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
     def chunks(names: tuple[str, ...]) -> Iterator[Iterable[tuple[int, ...]]]:
-        reader = pacsv.open_csv(
-            path,
-            read_options=pacsv.ReadOptions(column_names=list(INPUT_FIELDS), block_size=CSV_BLOCK),
-            convert_options=pacsv.ConvertOptions(
-                include_columns=list(names), column_types=dict.fromkeys(names, pa.int64())
-            ),
-        )
-        for batch in reader:
+        try:
+            reader = pacsv.open_csv(
+                path,
+                read_options=pacsv.ReadOptions(
+                    column_names=list(INPUT_FIELDS), block_size=CSV_BLOCK
+                ),
+                convert_options=pacsv.ConvertOptions(
+                    include_columns=list(names), column_types=dict.fromkeys(names, pa.int64())
+                ),
+            )
+        except pa.ArrowInvalid as err:
+            raise input_error(path, err) from None
+        last = None
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            except pa.ArrowInvalid as err:
+                raise input_error(path, err) from None
+            times = batch.column("time").to_numpy()
+            if len(times) and (
+                (last is not None and times[0] < last) or (np.diff(times) < 0).any()
+            ):
+                raise input_error(path)
+            last = times[-1] if len(times) else last
             yield zip(*(batch.column(n).to_numpy().tolist() for n in names), strict=True)
 
     return chunks

@@ -31,7 +31,7 @@ from clients.errors import PSoupRpcError
 from clients.psoup_client import PSoupClient
 from clients.vehicle import Vehicle
 from psoup.child import in_child
-from psoup.linear_road.check import CONVENTION_FILE, CSV_BLOCK, DEADLINES, FILES
+from psoup.linear_road.check import CONVENTION_FILE, CSV_BLOCK, DEADLINES, FILES, input_error
 from psoup.linear_road.network import REPORT_FIELDS
 from psoup.linear_road.streams import ALL_ALERTS, ALL_TOLLS
 from psoup.progress import progress_bar
@@ -94,12 +94,16 @@ class Summary:
 
 
 def _last_time(path: Path) -> int:
-    """The time field of the input's last line (the file is in time order). O(1)."""
+    """The time field of the input's last line (the file is in time order). O(1), but
+    ValueError naming the first wrong line when the last one is wrong."""
     with open(path, "rb") as f:
         f.seek(0, 2)
         f.seek(max(0, f.tell() - 4096))
         lines = [ln for ln in f.read().splitlines() if ln.strip()]
-    return int(lines[-1].split(b",")[1]) if lines else 0
+    try:
+        return int(lines[-1].split(b",")[1]) if lines else 0
+    except (IndexError, ValueError) as err:
+        raise input_error(path, err) from None
 
 
 def read_seconds(path: Path) -> Iterator[tuple[int, np.ndarray]]:
@@ -118,7 +122,7 @@ def read_seconds(path: Path) -> Iterator[tuple[int, np.ndarray]]:
             convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.int64())),
         )
     except pa.ArrowInvalid as err:
-        raise ValueError(f"{path}: not 15 integers per line: {err}") from None
+        raise input_error(path, err) from None
     t = 0
     carry = np.empty((0, 15), dtype=np.int64)
     while True:
@@ -127,12 +131,12 @@ def read_seconds(path: Path) -> Iterator[tuple[int, np.ndarray]]:
         except StopIteration:
             break
         except pa.ArrowInvalid as err:
-            raise ValueError(f"{path}: not 15 integers per line: {err}") from None
+            raise input_error(path, err) from None
         block = np.column_stack([c.to_numpy() for c in batch.columns]).astype(np.int64)
         rows = np.concatenate((carry, block)) if len(carry) else block
         times = rows[:, 1]
         if len(times) and (np.diff(times) < 0).any():
-            raise ValueError(f"{path}: the input is not in time order")
+            raise input_error(path)
         done = int(times[-1]) if len(times) else t  # the last second may go on
         starts = np.searchsorted(times, np.arange(t, done + 1))
         for s in range(t, done):
@@ -543,6 +547,7 @@ def run(
     ``server_cpu()`` gives a given server's CPU seconds so far, for the summary's
     slowest seconds (the server started here is measured without it).
     """
+    _last_time(input_path)  # a missing or unreadable input fails here, before anything
     child = None
     if server is None:
         from psoup.server.process import ServerProcess

@@ -543,7 +543,11 @@ def write_history(path: Path, xway_of: np.ndarray, seed: int, progress: bool = F
 
 def cli_main(args: argparse.Namespace) -> int:
     """``psoup linear-road generate``: write the files, print the summary. Returns 0 (2 on
-    a bad argument)."""
+    a bad argument, 1 when a file cannot be written)."""
+    for option, path in (("--out", args.out), ("--history", args.history)):
+        if path is not None and Path(path).is_dir():
+            print(f"error: {option} {path} is a directory: give a file to write", file=sys.stderr)
+            return 2
     try:
         summary = generate(
             args.out,
@@ -554,8 +558,11 @@ def cli_main(args: argparse.Namespace) -> int:
             progress=True,
         )
     except ValueError as err:
-        print(f"psoup linear-road generate: {err}", file=sys.stderr)
+        print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     print("\n".join(summary.lines()))
     sys.stdout.flush()
     return 0

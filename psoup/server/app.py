@@ -76,6 +76,11 @@ def _check_port_free(host: str, port: int) -> None:
             ) from None
 
 
+def _address(host: str, port: int) -> str:
+    """``host:port``, an IPv6 host in brackets (``[::1]:50051``)."""
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
 def _is_loopback(host: str) -> bool:
     """Whether ``host`` names this machine's loopback interface only."""
     if host == "localhost":
@@ -153,7 +158,7 @@ def start_server(config: ServerConfig) -> RunningServer:
         ),
         server,
     )
-    address = f"{config.host}:{config.port}"
+    address = _address(config.host, config.port)
     if config.tls_cert or config.tls_key:
         if not (config.tls_cert and config.tls_key):
             raise ValueError("TLS needs both --tls-cert and --tls-key")
@@ -187,7 +192,7 @@ def serve_forever(config: ServerConfig) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
-    print(f"psoup serving on {config.host}:{running.port}", flush=True)
+    print(f"psoup serving on {_address(config.host, running.port)}", flush=True)
     done.wait()
     print("psoup: draining and stopping", file=sys.stderr, flush=True)
     running.stop(grace=5.0)
