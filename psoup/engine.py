@@ -179,10 +179,14 @@ class Engine:
         time: str,
         max_window: int | float | None = None,
         owner: str | None = None,
+        *,
+        recovered: bool = False,
     ) -> Schema:
         """Declare a stream, owned by ``owner`` (the server's client id; None without
-        authentication). Raises SchemaError or AlreadyExistsError. O(attributes)."""
-        sch = _make_schema(name, schema, time, max_window)
+        authentication). Raises SchemaError or AlreadyExistsError. O(attributes).
+        ``recovered``: the declaration comes from a data directory, written before
+        reserved words were refused as names; it is taken as it was."""
+        sch = _make_schema(name, schema, time, max_window, reserved_ok=recovered)
         with self.lock:
             if name in self.streams:
                 raise AlreadyExistsError(f"stream {name!r} already exists")
@@ -402,7 +406,8 @@ class Engine:
                 if st is None:
                     self.create_stream(si.name, list(zip(si.schema.names, si.schema.types,
                                                          strict=True)),
-                                       si.schema.time, si.max_window)  # fmt: skip
+                                       si.schema.time, si.max_window,
+                                       recovered=True)  # fmt: skip
                     st = self.streams[si.name]
                 elif (st.schema, st.max_window) != (si.schema, si.max_window):
                     raise SchemaError(f"stream {si.name!r} is declared differently now")
@@ -904,14 +909,14 @@ def _join(parts) -> tuple[list[np.ndarray], np.ndarray]:
     return cols, np.concatenate([p[1] for p in parts])
 
 
-def _make_schema(name: str, schema, time: str, max_window) -> Schema:
+def _make_schema(name: str, schema, time: str, max_window, reserved_ok: bool = False) -> Schema:
     from psoup.query.lexer import KEYWORDS  # a query could not name a reserved word
 
     if not isinstance(name, str) or not name or not set(name) <= _NAME_OK or name[0].isdigit():
         raise SchemaError(
             f"bad stream name {name!r}: use letters, digits and _, not starting with a digit"
         )
-    if name.upper() in KEYWORDS:
+    if name.upper() in KEYWORDS and not reserved_ok:
         raise SchemaError(f"bad stream name {name!r}: it is a reserved word of the query language")
     items = list(schema.items()) if isinstance(schema, Mapping) else list(schema)
     if not items:
@@ -925,7 +930,7 @@ def _make_schema(name: str, schema, time: str, max_window) -> Schema:
             raise SchemaError(
                 f"bad attribute name {a!r}: use letters, digits and _, not starting with a digit"
             )
-        if a.upper() in KEYWORDS:
+        if a.upper() in KEYWORDS and not reserved_ok:
             raise SchemaError(
                 f"bad attribute name {a!r}: it is a reserved word of the query language"
             )

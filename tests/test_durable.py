@@ -191,3 +191,19 @@ def test_an_unchanged_stream_is_linked_into_the_next_checkpoint_not_written(
     assert db.stats()["streams"]["big"]["tuples_stored"] == 50_000
     assert db.stats()["streams"]["small"]["tuples_stored"] == 3
     db.close()
+
+
+@pytest.mark.parametrize("close", [True, False], ids=["checkpoint", "log"])
+def test_a_name_reserved_since_it_was_stored_still_comes_back(tmp_path: Path, close) -> None:
+    db = psoup.connect(tmp_path)
+    # As a data directory written before reserved words were refused would hold it.
+    db.create_stream("select", {"from": "int", "t": "int"}, time="t", recovered=True)
+    db.insert("select", [(1, 2)])
+    if close:
+        db.close()
+    else:
+        db.storage.close(checkpoint=False)
+    back = psoup.connect(tmp_path)
+    assert back.streams["select"].schema.names == ("from", "t")
+    assert len(back.streams["select"].stem) == 1
+    back.close()

@@ -294,7 +294,7 @@ def apply(engine, rec: Record, loads: Path) -> None:
         elif rec.op == "create_stream":
             engine.create_stream(
                 f["name"], [tuple(a) for a in f["schema"]], f["time"], f["max_window"],
-                f.get("owner"),
+                f.get("owner"), recovered=True,
             )  # fmt: skip
         elif rec.op == "grant":
             engine.set_grant(f["stream"], f["client"], f["right"], f["granted"])
