@@ -280,12 +280,13 @@ def _add_demo_bench(sub) -> None:
     )
     bench.add_argument(
         "suite",
-        choices=("core", "grpc", "linear-road", "history", "durability"),
+        choices=("core", "grpc", "linear-road", "history", "durability", "overload"),
         help="core: the engine against its baselines; grpc: the server's transport cost; "
         "linear-road: the largest speed-up at which every answer is right and on time; "
         "history: hydrating a generated 25-million-row toll history with Spark, the "
         "server's memory after it and the daily-expenditure invoke time; durability: "
-        "ingest by sync mode against memory, recovery time against retained data",
+        "ingest by sync mode against memory, recovery time against retained data; overload: "
+        "clients flooding the server with ingest beside another client's invokes",
     )
     bench.add_argument("--input", type=Path, help="linear-road: the Linear Road input file")
     bench.add_argument("--history", type=Path, help="linear-road: the historical tolls file")
@@ -445,6 +446,14 @@ def _add_serve(sub) -> None:
         default=100_000,
         metavar="N",
         help="most registered queries per client (default: %(default)s)",
+    )
+    limits.add_argument(
+        "--max-staged-bytes",
+        type=_positive,
+        default=8 << 30,
+        metavar="N",
+        help="bytes all open bulk loads may stage together; a batch past it is refused "
+        "(default: %(default)s, 8 GiB)",
     )
     limits.add_argument(
         "--ingest-queue-batches",
@@ -867,6 +876,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         max_query_chars=args.max_query_chars,
         max_queries_per_client=args.max_queries_per_client,
         ingest_queue_batches=args.ingest_queue_batches,
+        max_staged_bytes=args.max_staged_bytes,
         freeze_heap_every=args.freeze_heap_every,
         linear_road=args.linear_road,
         data_dir=None if args.in_memory else str(args.data_dir or default_data_dir()),
@@ -960,6 +970,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             from psoup.bench import grpc_bench as suite
         elif args.suite == "durability":
             from psoup.bench import durability_bench as suite
+        elif args.suite == "overload":
+            from psoup.bench import overload_bench as suite
         else:
             from psoup.bench import core as suite
 

@@ -9,6 +9,10 @@ from psoup.bench import overload_bench
 
 
 def test_overload_quick_run(tmp_path: Path) -> None:
+    from psoup.cli import main
+
+    assert main(["bench", "overload", "--quick", "--out", str(tmp_path)]) == 0
+    assert "psoup bench overload --quick" in (tmp_path / "BENCHMARKS.md").read_text()
     per_client, summary = overload_bench.run(tmp_path, quick=True)
     assert len(per_client.rows) == 3
     for _client, rate, share, _refused, kept in per_client.rows:
