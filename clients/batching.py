@@ -1,6 +1,6 @@
 """Client-side batch preparation: validate rows or columns, cut them into Ingest requests.
 
-Rows and columns are checked with the engine's own validator (``psoup.batch``) before
+Rows and columns are checked with the engine's own validator (``psoup.values``) before
 anything is sent, so a bad value is refused with the same message as in the embedded
 engine (row and column named) and never reaches the wire. That matters because the
 codec packs columns with numpy, which would silently truncate a float sent to an int
@@ -18,10 +18,8 @@ from clients.errors import InvalidArgument
 from clients.messages import IngestAck, StreamInfo
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
-from psoup.batch import columns_to_arrays, rows_to_columns
-from psoup.engine import InsertResult
 from psoup.errors import BatchError
-from stems.schema import Schema
+from psoup.values import InsertResult, Schema, columns_to_arrays, rows_to_columns
 
 Columns = Mapping[str, Sequence | np.ndarray]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
-from psoup.result import Result
+from psoup.values import Result
 
 #: Kinds of subscription events, as ``subscribe`` yields them.
 CURRENT, NEW = "current", "new"

@@ -33,9 +33,7 @@ from clients.messages import IngestAck, QueryInfo, StagedPart, StreamInfo
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
 from psoup.api import psoup_pb2_grpc as pb_grpc
-from psoup.engine import InsertResult
-from psoup.result import Result
-from stems.schema import Schema
+from psoup.values import InsertResult, Result, Schema
 
 
 class Subscription:

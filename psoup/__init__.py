@@ -13,8 +13,8 @@ Embedded use, in the spirit of sqlite3::
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from psoup.engine import Engine, InsertResult
 from psoup.errors import (
     AlreadyExistsError,
     BatchError,
@@ -31,7 +31,10 @@ from psoup.errors import (
     UnknownStreamError,
     UnsupportedQueryError,
 )
-from psoup.result import Result
+from psoup.values import InsertResult, Result
+
+if TYPE_CHECKING:
+    from psoup.engine import Engine
 
 __all__ = [
     "AlreadyExistsError",
@@ -57,6 +60,16 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+def __getattr__(name: str):
+    # The engine is loaded when first used, not by ``import psoup``: the client library
+    # (clients/) imports psoup.api and psoup.values and must not drag the engine in.
+    if name == "Engine":
+        from psoup.engine import Engine
+
+        return Engine
+    raise AttributeError(f"module 'psoup' has no attribute {name!r}")
+
+
 def connect(
     path: str | os.PathLike | None = None,
     strategy: str = "psoup-p",
@@ -79,6 +92,8 @@ def connect(
     tests); ``index_budget_bytes`` bounds each interval index's stabbing table;
     ``segment_blocks`` is how many sealed blocks one stored-data index spans.
     """
+    from psoup.engine import Engine
+
     engine = Engine(
         strategy=strategy,
         block_rows=block_rows,

@@ -45,7 +45,7 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_schema(text: str) -> dict[str, str]:
     """``"a:int,b:float,t:int"`` -> ``{"a": "int", "b": "float", "t": "int"}``."""
-    from stems.schema import DTYPES
+    from psoup.values import DTYPES
 
     schema: dict[str, str] = {}
     for part in text.split(","):
@@ -368,12 +368,20 @@ def _add_serve(sub) -> None:
         help="require bearer tokens, read from FILE of 'client-id:token' lines",
     )
     serve.add_argument(
+        "--app",
+        metavar="NAME[=ARG]",
+        help="run an application inside the server: an installed one by name (entry "
+        "point group psoup.applications, e.g. linear-road=validator) or "
+        "package.module:function",
+    )
+    serve.add_argument(
         "--linear-road",
         nargs="?",
         const="validator",
         choices=("validator", "every-crossing"),
         metavar="CONVENTION",
-        help="declare Linear Road's streams and run its toll network on 'positions'; toll "
+        help="short for --app linear-road=CONVENTION: declare Linear Road's streams and run "
+        "its toll network on 'positions'; toll "
         "alerts once per vehicle, direction and segment as the original validator expects "
         "(validator, the default) or at every crossing as the spec's text says "
         "(every-crossing)",
@@ -878,7 +886,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         ingest_queue_batches=args.ingest_queue_batches,
         max_staged_bytes=args.max_staged_bytes,
         freeze_heap_every=args.freeze_heap_every,
-        linear_road=args.linear_road,
+        app=args.app or (f"linear-road={args.linear_road}" if args.linear_road else None),
         data_dir=None if args.in_memory else str(args.data_dir or default_data_dir()),
         sync=args.sync,
         checkpoint_bytes=args.checkpoint_every << 20,

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from psoup.batch import check_time, columns_to_arrays, rows_to_columns
 from psoup.errors import (
     AlreadyExistsError,
     PreconditionError,
@@ -37,11 +36,21 @@ from psoup.errors import (
 from psoup.plan import Plan
 from psoup.query import compile_query
 from psoup.query.spec import QuerySpec
-from psoup.result import INT64_MAX, INT64_MIN, Result, aggregate, project
+from psoup.result import aggregate, project
 from psoup.strategies import STRATEGIES, NoMat, PSoupC
+from psoup.values import (
+    DTYPES,
+    INT64_MAX,
+    INT64_MIN,
+    InsertResult,
+    Result,
+    Schema,
+    check_time,
+    columns_to_arrays,
+    rows_to_columns,
+)
 from stems.data_stem import DataSteM
 from stems.query_stem import QuerySteM
-from stems.schema import DTYPES, Schema
 
 RIGHTS = ("read", "write")  # what a stream's owner may grant another client
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -109,16 +118,6 @@ class EngineImage:
     queries: list[tuple[str, str, dict, str | None, float]]  # handle, text, params, owner, at
     next_tid: int
     states: dict[str, bytes]
-
-
-@dataclass(frozen=True)
-class InsertResult:
-    """What an accepted batch got: its global tuple id range and the matches it made."""
-
-    first_id: int
-    last_id: int
-    count: int
-    matches: int
 
 
 class Engine:

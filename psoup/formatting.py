@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from psoup.result import Result
+from psoup.values import Result
 
 RESULT_FORMATS = ("table", "csv", "json")  # invoke
 EVENT_FORMATS = ("text", "csv", "json")  # subscribe

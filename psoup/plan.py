@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from psoup.query.spec import Col, ColCompare, Compare, InList, QuerySpec
+from psoup.values import Schema
 from stems.predicates import FLIPPED, LocalPredicate, PairTest, build_constraint
-from stems.schema import Schema
 
 
 @dataclass(frozen=True)

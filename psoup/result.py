@@ -7,41 +7,12 @@ numbers come from the strategy, the values from the Data SteMs, column by column
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from psoup.errors import ResultOverflowError
 from psoup.query.spec import QuerySpec, SelectItem
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-
-@dataclass(frozen=True)
-class Result:
-    """The answer of one invoke.
-
-    ``columns`` are the output names, ``types`` their types ('int', 'float', 'str'),
-    ``rows`` a list of tuples of Python values (None for the aggregate of no rows),
-    ``now`` the NOW used and ``window`` the resolved (begin, end), None if not placeable.
-    """
-
-    columns: tuple[str, ...]
-    types: tuple[str, ...]
-    rows: list[tuple] = field(default_factory=list)
-    now: int | float | None = None
-    window: tuple[int | float, int | float] | None = None
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __iter__(self):
-        return iter(self.rows)
-
-    def as_dicts(self) -> list[dict[str, object]]:
-        """The rows as dicts keyed by column name."""
-        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
-
+from psoup.values import INT64_MAX, INT64_MIN
 
 Fetch = Callable[[SelectItem], np.ndarray]
 

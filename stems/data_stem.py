@@ -29,8 +29,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from psoup.values import Schema
 from stems.predicates import AttrConstraint, LocalPredicate
-from stems.schema import Schema
 
 _UIDS = itertools.count(1)
 
@@ -50,7 +50,7 @@ class _Block:
 class DataSteM:
     """Columnar storage of one stream, in blocks of ``block_rows`` rows.
 
-    >>> from stems.schema import Schema
+    >>> from psoup.values import Schema
     >>> d = DataSteM(Schema(("a", "t"), ("int", "int"), "t"), block_rows=2)
     >>> d.append([np.array([5, 6, 7]), np.array([1, 2, 2])], np.array([0, 1, 2]))
     0

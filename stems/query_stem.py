@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from psoup.values import Schema
 from stems.point_index import PointIndex
 from stems.predicates import AttrConstraint, LocalPredicate
 from stems.range_index import RangeIndex
-from stems.schema import Schema
 
 
 @dataclass

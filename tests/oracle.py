@@ -49,7 +49,7 @@ from psoup.query.spec import (
     SelectItem,
     Value,
 )
-from stems.schema import DTYPES, TIME_TYPES, Schema
+from psoup.values import DTYPES, TIME_TYPES, Schema
 
 Number = int | float
 Row = tuple[Any, ...]

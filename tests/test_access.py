@@ -272,7 +272,7 @@ def test_linear_road_the_driver_writes_positions_and_vehicles_read_their_own(
 
     f = tmp_path / "tokens"
     f.write_text("driver:d-secret\nv1:v1-secret\nv2:v2-secret\nadmin ops:o-secret\n")
-    srv = start_server(ServerConfig(port=0, auth_tokens_file=str(f), linear_road="validator"))
+    srv = start_server(ServerConfig(port=0, auth_tokens_file=str(f), app="linear-road=validator"))
     c = {n: _client(srv.port, f"{n}-secret") for n in ("d", "v1", "v2", "o")}
     try:
         assert c["o"].describe_stream("positions").owner == ""

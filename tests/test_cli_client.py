@@ -24,8 +24,8 @@ import pytest
 from clients import PSoupClient
 from psoup import cli, formatting
 from psoup.csvio import CsvError, count_rows, read_batches
-from psoup.result import Result
 from psoup.server import ServerConfig, start_server
+from psoup.values import Result
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = {"vid": "int", "spd": "int", "t": "int"}

@@ -40,9 +40,8 @@ from clients import (
 )
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
-from psoup.engine import InsertResult
-from psoup.result import Result
 from psoup.server import ServerConfig, start_server
+from psoup.values import InsertResult, Result
 
 SCHEMA = {"vid": "int", "spd": "float", "t": "int"}
 SEL = "SELECT vid, spd FROM {s} WHERE spd > :x BEGIN NOW - 5 END NOW"

@@ -46,7 +46,7 @@ def test_derived_streams_equal_the_oracle_and_vehicle_queries_answer() -> None:
     assert {(0, v, t, t, lav, toll) for v, t, lav, toll in tolls} == set(ans.tolls)
     assert {(1, t, t, v, seg) for t, v, seg in alerts} == set(ans.accidents)
     assert ans.accidents, "the scenario must make an accident"
-    # A vehicle's balance answer (clients/vehicle.py: the first query, else the second)
+    # A vehicle's balance answer (psoup/linear_road/vehicle.py: the first query, else the second)
     # is the oracle's, at every request time, and one the validator accepts.
     for now in range(0, rows[-1][1] + 1, 37):
         for v in vehicles:

@@ -45,7 +45,7 @@ from psoup.query.spec import (
     Source,
     Window,
 )
-from stems.schema import Schema
+from psoup.values import Schema
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -9,11 +9,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from psoup.values import Schema
 from stems.data_stem import DataSteM
 from stems.point_index import PointIndex
 from stems.predicates import LocalPredicate, build_constraint
 from stems.range_index import RangeIndex
-from stems.schema import Schema
 
 OPS = ("<", "<=", "=", ">=", ">", "!=")
 factor = st.tuples(st.sampled_from(OPS), st.integers(-2, 8))

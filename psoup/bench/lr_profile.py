@@ -137,7 +137,7 @@ def _ingest(db: Engine, message: list) -> None:
 
 def _request(db: Engine, handles: dict[tuple, str], row: np.ndarray) -> None:
     kind, t, vid = int(row[0]), int(row[1]), int(row[2])
-    if kind == 2:  # as clients/vehicle.py answers it: one invoke, two when nothing recent
+    if kind == 2:  # as psoup/linear_road/vehicle.py answers it: one invoke, two when nothing recent
         for name in ("balance", "balance_before"):
             if (vid, name) not in handles:
                 handles[vid, name] = db.register(streams.VEHICLE_QUERIES[name], {"v": vid})

@@ -4,10 +4,10 @@ real time and writes the answers in the original validator's formats.
 One Ingest stream carries each simulated second's position reports as one columnar
 batch (no per-tuple calls). The server's toll network derives toll notifications and
 accident alerts; the driver's alert service receives them through two subscriptions. Each
-type-2 / type-3 request is answered by that vehicle's client (clients/vehicle.py)
+type-2 / type-3 request is answered by that vehicle's client (psoup/linear_road/vehicle.py)
 invoking its standing queries, after the second's reports are acknowledged; a balance is
 reported with the time it was last updated (a toll notification of the vehicle, by the
-original validator's rules: see clients/vehicle.py). ``emit`` is the simulated second at
+original validator's rules: see psoup/linear_road/vehicle.py). ``emit`` is the simulated second at
 which an answer was produced: wall time since the replay started x the speed-up. The
 toll-alert convention of the run is written next to the answers (``convention``), so
 ``psoup linear-road check`` judges by the same one.
@@ -29,11 +29,11 @@ import numpy as np
 
 from clients.errors import PSoupRpcError
 from clients.psoup_client import PSoupClient
-from clients.vehicle import Vehicle
 from psoup.child import in_child
 from psoup.linear_road.check import CONVENTION_FILE, CSV_BLOCK, DEADLINES, FILES, input_error
 from psoup.linear_road.network import REPORT_FIELDS
 from psoup.linear_road.streams import ALL_ALERTS, ALL_TOLLS
+from psoup.linear_road.vehicle import Vehicle
 from psoup.progress import progress_bar
 
 # How the driver (and the benchmarks) start their server. Without authentication every

@@ -14,7 +14,7 @@ from psoup.query.ast import Query
 from psoup.query.binder import bind, canonical
 from psoup.query.parser import parse
 from psoup.query.spec import QuerySpec
-from stems.schema import Schema
+from psoup.values import Schema
 
 __all__ = ["QuerySpec", "canonical", "compile_query", "parse"]
 

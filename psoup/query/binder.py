@@ -53,7 +53,7 @@ from psoup.query.spec import (
     Value,
     Window,
 )
-from stems.schema import Schema
+from psoup.values import Schema
 
 AGGREGATES: tuple[str, ...] = ("COUNT", "SUM", "AVG", "MIN", "MAX")
 NUMERIC: tuple[str, ...] = ("int", "float")

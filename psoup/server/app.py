@@ -17,6 +17,7 @@ from grpc_reflection.v1alpha import reflection
 import psoup
 from psoup.api import psoup_pb2 as pb
 from psoup.api import psoup_pb2_grpc as pb_grpc
+from psoup.server.apps import AppSpec
 from psoup.server.auth import Authenticator, load_tokens
 from psoup.server.config import ServerConfig
 from psoup.server.servicer import PSoupServicer
@@ -110,20 +111,21 @@ def start_server(config: ServerConfig) -> RunningServer:
     sync = Sync.parse(config.sync)
     _check_port_free(config.host, config.port)
     # Taken first: a second server on the same directory stops here, before the port.
-    app = f"linear-road:{config.linear_road}" if config.linear_road else None
+    app = AppSpec.parse(config.app) if config.app else None
+    if app is not None:
+        app.load()  # an unknown application is refused before anything is opened
     data = (
-        DataDir(config.data_dir, sync, application=app, checkpoint_bytes=config.checkpoint_bytes)
+        DataDir(config.data_dir, sync, application=app.key if app else None,
+                checkpoint_bytes=config.checkpoint_bytes)
         if config.data_dir
         else None
-    )
+    )  # fmt: skip
     engine = psoup.connect(strategy=config.strategy)
     worker = EngineWorker(config.ingest_queue_batches, config.freeze_heap_every)
     try:
-        if config.linear_road:
-            from psoup.linear_road.streams import install
-
+        if app is not None:
             # The application first, so that replaying the log drives its triggers.
-            worker.call(lambda: install(engine, config.linear_road))
+            worker.call(lambda: app.install(engine))
         if data is not None:
             rec = worker.call(lambda: data.recover(engine))
             since = (

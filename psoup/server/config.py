@@ -26,9 +26,9 @@ class ServerConfig:
     page_rows: int = 4096  # default rows per InvokeQuery page
     workers: int = 32  # gRPC handler threads
     freeze_heap_every: float = 1.0  # seconds between heap freezes (psoup/server/heap.py); 0 = never
-    # Declare Linear Road's streams and run its toll network with this convention
-    # (None: not at all; 'validator' or 'every-crossing').
-    linear_road: str | None = None
+    # An application to run inside the server, NAME or NAME=ARG (psoup/server/apps.py),
+    # e.g. "linear-road=validator"; None: none.
+    app: str | None = None
     # Keep everything in this data directory and recover from it on start (None: in
     # memory only; ``psoup serve`` picks a default directory unless --in-memory).
     data_dir: str | None = None

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from psoup.batch import columns_to_arrays
-from stems.schema import Schema
+from psoup.values import Schema, columns_to_arrays
 
 
 class UnknownLoad(KeyError):

@@ -34,13 +34,13 @@ from psoup.errors import (
     PSoupError,
     ResultOverflowError,
 )
-from psoup.result import Result
 from psoup.server.auth import Authenticator, AuthError
 from psoup.server.config import ServerConfig
 from psoup.server.loads import BudgetExceeded, Loads, UnknownLoad
 from psoup.server.metrics import Metrics, release_free_memory, rss_bytes
 from psoup.server.worker import EngineWorker, QueueFull
 from psoup.storage.log import StorageError, StorageFullError
+from psoup.values import Result
 
 _STATUS = (
     (NotFoundError, grpc.StatusCode.NOT_FOUND),

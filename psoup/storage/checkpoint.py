@@ -27,7 +27,7 @@ from pathlib import Path
 from psoup.engine import EngineImage, StreamImage
 from psoup.storage.arrow import to_arrow, to_numpy
 from psoup.storage.log import fsync_dir
-from stems.schema import Schema
+from psoup.values import Schema
 
 TID = "_tid"
 

@@ -1,4 +1,5 @@
-"""A Linear Road vehicle as a disconnected psoup client.
+"""A Linear Road vehicle as a disconnected psoup client, built on the generic client
+library (clients/): the application's code, not the library's.
 
 It registers each of its standing queries the first time it is needed (its toll
 notifications, its accident alerts, its balance), keeps the handles, and invokes them
@@ -13,7 +14,7 @@ import threading
 
 from clients.psoup_client import PSoupClient
 from psoup.linear_road.streams import DAILY_EXPENDITURE, VEHICLE_QUERIES
-from psoup.result import Result
+from psoup.values import Result
 
 
 class Vehicle:

@@ -1,23 +1,133 @@
-"""Validation of incoming batches: user rows or columns -> typed numpy columns.
+"""The values both sides of the wire share: stream schemas, typed columns, results.
 
-A batch is checked whole before anything of it is stored; the first problem found
-raises ``BatchError`` naming the row (0-based position in the batch) and the column.
-Rules: an ``int`` column takes Python/numpy integers (not bool) within 64 bits; a
-``float`` column takes ints and floats, finite; a ``str`` column takes str. Timestamps
-must not decrease, within the batch or against the stream's newest stored timestamp.
+The engine, the server and the client library all speak in these, so this module
+imports neither the engine nor gRPC (only numpy and psoup.errors): ``import clients``
+does not load the engine. It holds:
+
+* ``Schema`` and ``DTYPES``: a stream's ordered, typed attributes and its time
+  attribute, and how each type is stored column-wise (its numpy dtype). A schema does no
+  validation of user input.
+* Batch validation: user rows or columns -> typed numpy columns. A batch is checked
+  whole before anything of it is stored; the first problem found raises ``BatchError``
+  naming the row (0-based position in the batch) and the column. Rules: an ``int``
+  column takes Python/numpy integers (not bool) within 64 bits; a ``float`` column takes
+  ints and floats, finite; a ``str`` column takes str. Timestamps must not decrease,
+  within the batch or against the stream's newest stored timestamp.
+* ``Result`` (the answer of one invoke) and ``InsertResult`` (what an accepted batch
+  got).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from psoup.errors import BatchError
-from stems.schema import Schema
 
-_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+#: The attribute types a stream may declare, with the numpy dtype of their column.
+DTYPES: dict[str, np.dtype] = {
+    "int": np.dtype(np.int64),
+    "float": np.dtype(np.float64),
+    "str": np.dtype(object),
+}
+
+#: Types that may serve as a stream's time attribute.
+TIME_TYPES = ("int", "float")
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The attributes of one stream, in declaration order, and its time attribute.
+
+    >>> s = Schema(("a", "t"), ("int", "int"), "t")
+    >>> s.index_of("t"), s.type_of("a")
+    (1, 'int')
+    """
+
+    names: tuple[str, ...]
+    types: tuple[str, ...]
+    time: str
+    _pos: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if len(self.names) != len(self.types):
+            raise ValueError("names and types differ in length")
+        object.__setattr__(self, "_pos", {n: i for i, n in enumerate(self.names)})
+        if len(self._pos) != len(self.names):
+            raise ValueError("duplicate attribute name")
+        for t in self.types:
+            if t not in DTYPES:
+                raise ValueError(f"unknown type {t!r}")
+        if self.time not in self._pos:
+            raise ValueError(f"time attribute {self.time!r} is not an attribute")
+        if self.type_of(self.time) not in TIME_TYPES:
+            raise ValueError("the time attribute must be int or float")
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._pos
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def index_of(self, name: str) -> int:
+        """Position of attribute ``name`` (KeyError if absent). O(1)."""
+        return self._pos[name]
+
+    def type_of(self, name: str) -> str:
+        """Declared type of attribute ``name``. O(1)."""
+        return self.types[self._pos[name]]
+
+    def dtype_of(self, name: str) -> np.dtype:
+        """numpy dtype of the column that stores ``name``. O(1)."""
+        return DTYPES[self.type_of(name)]
+
+    @property
+    def time_index(self) -> int:
+        return self._pos[self.time]
+
+
+@dataclass(frozen=True)
+class Result:
+    """The answer of one invoke.
+
+    ``columns`` are the output names, ``types`` their types ('int', 'float', 'str'),
+    ``rows`` a list of tuples of Python values (None for the aggregate of no rows),
+    ``now`` the NOW used and ``window`` the resolved (begin, end), None if not placeable.
+    """
+
+    columns: tuple[str, ...]
+    types: tuple[str, ...]
+    rows: list[tuple] = field(default_factory=list)
+    now: int | float | None = None
+    window: tuple[int | float, int | float] | None = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def as_dicts(self) -> list[dict[str, object]]:
+        """The rows as dicts keyed by column name."""
+        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
+
+
+@dataclass(frozen=True)
+class InsertResult:
+    """What an accepted batch got: its global tuple id range and the matches it made."""
+
+    first_id: int
+    last_id: int
+    count: int
+    matches: int
+
+
+# ------------------------------------------------------------------------------ batches
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # the range of an int value
 
 
 def rows_to_columns(schema: Schema, rows: Iterable[Sequence | Mapping]) -> list[np.ndarray]:
@@ -87,7 +197,7 @@ def _typed(schema: Schema, c: int, vals: Sequence) -> np.ndarray:
         for r, v in enumerate(vals):
             if type(v) is not int and (isinstance(v, bool) or not isinstance(v, int | np.integer)):
                 raise BatchError(f"expected int, got {type(v).__name__} {v!r}", r, name)
-            if not _I64_MIN <= v <= _I64_MAX:
+            if not INT64_MIN <= v <= INT64_MAX:
                 raise BatchError(f"int {v} is outside the 64-bit range", r, name)
         return np.array(vals, dtype=np.int64)
     if t == "float":
@@ -111,7 +221,7 @@ def _typed_array(name: str, t: str, arr: np.ndarray) -> np.ndarray | None:
     """Fast path for numpy input of a fitting kind; None to fall back to the checks."""
     kind = arr.dtype.kind
     if t == "int" and kind in "iu":
-        if kind == "u" and len(arr) and arr.max() > _I64_MAX:
+        if kind == "u" and len(arr) and arr.max() > INT64_MAX:
             return None
         return arr.astype(np.int64, copy=False)
     if t == "float" and kind in "iuf":

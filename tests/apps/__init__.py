@@ -1,0 +1,1 @@
+"""Applications for the tests: each plugs into the server the way Linear Road does."""
