@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import signal
 import socket
-import sys
 import threading
 from concurrent import futures
 from pathlib import Path
@@ -17,14 +17,18 @@ from grpc_reflection.v1alpha import reflection
 import psoup
 from psoup.api import psoup_pb2 as pb
 from psoup.api import psoup_pb2_grpc as pb_grpc
+from psoup.server import logs
 from psoup.server.apps import AppSpec
 from psoup.server.auth import Authenticator, load_tokens
 from psoup.server.config import ServerConfig
+from psoup.server.logs import event
+from psoup.server.observe import Observer
 from psoup.server.servicer import PSoupServicer
 from psoup.server.worker import EngineWorker
 from psoup.storage.durable import DataDir
 from psoup.storage.log import Sync
 
+log = logging.getLogger("psoup.server")
 SERVICE = pb.DESCRIPTOR.services_by_name["PSoup"].full_name
 
 
@@ -40,6 +44,8 @@ class RunningServer:
         self.health = health_servicer
         self.servicer = servicer
         self.engine = servicer.engine
+        self.observer = servicer.observer
+        self.metrics_port: int | None = None  # where the metrics are served, if anywhere
         self._stopped = threading.Event()
 
     def stop(self, grace: float | None = 5.0) -> None:
@@ -49,6 +55,7 @@ class RunningServer:
         self._stopped.set()
         self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
+        self.observer.stop()
         self.worker.stop()
         if self.engine.storage is not None:
             self.engine.storage.close()
@@ -131,24 +138,33 @@ def start_server(config: ServerConfig) -> RunningServer:
             since = (
                 f"the checkpoint at record {rec.checkpoint_lsn} and " if rec.checkpoint_lsn else ""
             )
-            print(
-                f"psoup: data directory {data.path} (sync {sync}): recovered {since}"
-                f"{rec.records:,} log records in {rec.seconds:.1f} s",
-                file=sys.stderr,
-                flush=True,
-            )
+            event(log, logging.INFO, "recovered",
+                  f"data directory {data.path} (sync {sync}): recovered {since}"
+                  f"{rec.records:,} log records in {rec.seconds:.1f} s",
+                  data_dir=str(data.path), sync=str(sync), checkpoint_lsn=rec.checkpoint_lsn,
+                  records=rec.records, seconds=round(rec.seconds, 3))  # fmt: skip
     except BaseException:
         worker.stop()
         if data is not None:
             data.close()
         raise
-    servicer = PSoupServicer(engine, worker, Authenticator(tokens, admins), config)
+    auth = Authenticator(tokens, admins)
+    observer = Observer(engine.strategy.name, auth.who)
+    if data is not None:
+        data.log.on_flush = observer.flush_seconds.observe
+        data.on_checkpoint = observer.checkpoint_seconds.observe
+    servicer = PSoupServicer(engine, worker, auth, config, observer)
+    observer.watch_engine(lambda: worker.submit(servicer.snapshot).result(timeout=10))
     options = [
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", config.max_message_bytes),
         ("grpc.so_reuseport", 0),  # a busy port is an error, not a shared one
     ]
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers), options=options)
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=config.workers),
+        options=options,
+        interceptors=[observer.interceptor()],
+    )
     pb_grpc.add_PSoupServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -175,10 +191,20 @@ def start_server(config: ServerConfig) -> RunningServer:
         if data is not None:
             data.close()
         raise RuntimeError(f"cannot bind {address} (is another server using it?)")
+    running = RunningServer(server, port, worker, health_servicer, servicer)
+    if config.metrics_port is not None:
+        try:
+            running.metrics_port = observer.serve(config.host, config.metrics_port)
+        except OSError as err:
+            running.stop(grace=0)
+            raise RuntimeError(
+                f"cannot serve metrics on {_address(config.host, config.metrics_port)}: "
+                f"{err.strerror}"
+            ) from None
     server.start()
     for name in ("", SERVICE):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return RunningServer(server, port, worker, health_servicer, servicer)
+    return running
 
 
 def serve_forever(config: ServerConfig) -> int:
@@ -186,6 +212,7 @@ def serve_forever(config: ServerConfig) -> int:
 
     Prints ``psoup serving on HOST:PORT`` (the bound port) once ready.
     """
+    logs.configure(config.log_level, config.log_format)
     running = start_server(config)
     done = threading.Event()
 
@@ -196,6 +223,6 @@ def serve_forever(config: ServerConfig) -> int:
         signal.signal(sig, on_signal)
     print(f"psoup serving on {_address(config.host, running.port)}", flush=True)
     done.wait()
-    print("psoup: draining and stopping", file=sys.stderr, flush=True)
+    event(log, logging.INFO, "stopping", "draining and stopping")
     running.stop(grace=5.0)
     return 0

@@ -67,6 +67,16 @@ class Authenticator:
     def enabled(self) -> bool:
         return self.tokens is not None
 
+    def who(self, metadata) -> str:
+        """The calling client's id for metrics and logs, never raising: "anonymous"
+        without authentication, "unauthenticated" for a call without a valid token."""
+        if self.tokens is None:
+            return "anonymous"
+        try:
+            return self.client(metadata)
+        except AuthError:
+            return "unauthenticated"
+
     def client(self, metadata) -> str:
         """The calling client's id; AuthError when authentication is on and fails."""
         if self.tokens is None:

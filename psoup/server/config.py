@@ -25,6 +25,9 @@ class ServerConfig:
     subscription_buffer: int = 10_000  # undelivered messages before a subscriber is cut off
     page_rows: int = 4096  # default rows per InvokeQuery page
     workers: int = 32  # gRPC handler threads
+    metrics_port: int | None = None  # serve Prometheus metrics here over HTTP (0: free port)
+    log_level: str = "info"  # psoup serve's log on stderr (psoup/server/logs.py)
+    log_format: str = "text"  # text | json
     freeze_heap_every: float = 1.0  # seconds between heap freezes (psoup/server/heap.py); 0 = never
     # An application to run inside the server, NAME or NAME=ARG (psoup/server/apps.py),
     # e.g. "linear-road=validator"; None: none.

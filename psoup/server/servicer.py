@@ -38,6 +38,7 @@ from psoup.server.auth import Authenticator, AuthError
 from psoup.server.config import ServerConfig
 from psoup.server.loads import BudgetExceeded, Loads, UnknownLoad
 from psoup.server.metrics import Metrics, release_free_memory, rss_bytes
+from psoup.server.observe import Observer
 from psoup.server.worker import EngineWorker, QueueFull
 from psoup.storage.log import StorageError, StorageFullError
 from psoup.values import Result
@@ -139,7 +140,12 @@ class PSoupServicer(pb_grpc.PSoupServicer):
     """The service's methods; see proto/psoup/v1/psoup.proto for what each promises."""
 
     def __init__(
-        self, engine: Engine, worker: EngineWorker, auth: Authenticator, config: ServerConfig
+        self,
+        engine: Engine,
+        worker: EngineWorker,
+        auth: Authenticator,
+        config: ServerConfig,
+        observer: Observer | None = None,
     ):
         self.engine = engine
         self.worker = worker
@@ -147,6 +153,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         self.access = Access(auth.enabled, auth.admins)
         self.config = config
         self.metrics = Metrics()
+        self.observer = observer or Observer(engine.strategy.name, auth.who)
         self._lock = threading.Lock()
         self._owners: dict[str, str] = {}  # handle -> client id
         self._per_client: Counter[str] = Counter()
@@ -345,7 +352,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                         return
                     fut = submit(req, columns, inflight)
                     inflight.append(fut)
-                    pending.put((req, fut))
+                    pending.put((req, fut, len(next(iter(columns.values()), ()))))
                 pending.put(_END)
             except Exception as exc:  # ends the call after the acks queued before it
                 pending.put(exc)
@@ -367,16 +374,24 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         finally:
             stop.set()
 
-    def _ack(self, req: pb.IngestRequest, fut) -> pb.IngestAck:
+    def _rejected(self, req: pb.IngestRequest, rows: int) -> None:
+        # Labelled by stream only when it exists: a client must not grow the metrics.
+        stream = req.stream if req.stream in self.engine.streams else "(unknown)"
+        self.observer.rejected.labels(stream).inc(rows)
+
+    def _ack(self, req: pb.IngestRequest, fut, rows: int) -> pb.IngestAck:
         """Wait for one batch; its acknowledgement, or Abort naming the batch."""
         try:
             res = fut.result()
         except PSoupError as exc:
+            self._rejected(req, rows)
             raise Abort(
                 _status_of(exc)[0], f"batch {req.batch_id} (stream {req.stream!r}): {exc}"
             ) from None
         self._kept()
         self.metrics.ingested(res.count)
+        self.observer.ingested.labels(req.stream).inc(res.count)
+        self.observer.batches.labels(req.stream).inc()
         ack = pb.IngestAck(batch_id=req.batch_id, rows=res.count, matches=res.matches)
         if res.count:
             ack.first_tuple_id, ack.last_tuple_id = res.first_id, res.last_id
@@ -473,6 +488,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
             result = self.worker.call(invoke)
             self.metrics.invoked(time.perf_counter() - start)
+            self.observer.invoked(time.perf_counter() - start)
             page = request.page_rows or self.config.page_rows
             yield from self._pages(result, page)
         except Exception as exc:
@@ -609,6 +625,22 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return self._unary(context, run)
 
     # -- stats --------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        """The engine's figures the metrics read at each scrape; on the engine thread.
+        O(streams)."""
+        db = self.engine
+        return {
+            "queue_depth": self.worker.queue_depth,
+            "subscriptions": self._subscriptions,
+            "queries": len(db.queries),
+            "matches_marked": db.matches_marked,
+            "streams": {
+                name: {"queries": len(st.queries), "tuples_stored": len(st.stem),
+                       "bytes": st.stem.nbytes()}
+                for name, st in db.streams.items()
+            },
+        }  # fmt: skip
+
     def Stats(self, request, context):
         def run():
             self._client(context)

@@ -94,6 +94,7 @@ class DataDir:
         self.checkpoints = self.path / "checkpoints"
         self.engine = None
         self._since = 0  # log bytes written since the last checkpoint was captured
+        self.on_checkpoint = None  # called with each checkpoint's seconds (the metrics)
         self._writer: threading.Thread | None = None  # a checkpoint being written
         self._files: dict = {}  # stream -> its file in the last checkpoint (for reuse)
         self.last_checkpoint: tuple[int, float] | None = None  # (LSN, seconds to write)
@@ -166,6 +167,8 @@ class DataDir:
             except ValueError:
                 continue
         self.last_checkpoint = (lsn, time.perf_counter() - start)
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(self.last_checkpoint[1])
 
     def _background(self, lsn: int, img) -> None:
         try:

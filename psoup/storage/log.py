@@ -28,7 +28,7 @@ import threading
 import time
 import warnings
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -226,6 +226,7 @@ class Log:
         self._synced = next_lsn - 1
         self._failed: BaseException | None = None
         self._closing = False
+        self.on_flush: Callable[[float], None] | None = None  # seconds of each forced write
         segs = segments(wal_dir)
         if segs:
             _first, path = segs[-1]
@@ -315,7 +316,10 @@ class Log:
                 with self._cond:
                     target, fd = self._written, self._fd
                 try:
+                    start = time.perf_counter()
                     os.fdatasync(fd)
+                    if self.on_flush is not None:
+                        self.on_flush(time.perf_counter() - start)
                 except OSError as exc:  # the page cache can no longer be trusted
                     with self._cond:
                         self._failed = exc

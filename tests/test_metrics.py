@@ -1,0 +1,90 @@
+"""The metrics endpoint: a real server with ``metrics_port``, scraped over HTTP and
+parsed with prometheus-client's own parser; refused requests are counted per client and
+logged once, without the token."""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from clients import PSoupClient
+from clients.errors import PermissionDenied
+from psoup.server import ServerConfig, logs, start_server
+
+
+def _scrape(port: int) -> dict[tuple[str, tuple], float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("alice:a-secret\nbob:b-secret\n")
+    srv = start_server(
+        ServerConfig(port=0, metrics_port=0, auth_tokens_file=str(tokens),
+                     data_dir=str(tmp_path / "d"), sync="batch")
+    )  # fmt: skip
+    yield srv
+    srv.stop(grace=1)
+
+
+def test_the_metrics_count_what_the_server_does(server, capsys) -> None:
+    logs.configure("info", "json")
+    target = f"127.0.0.1:{server.port}"
+    with (
+        PSoupClient(target, token="a-secret") as alice,
+        PSoupClient(target, token="b-secret") as bob,
+    ):
+        alice.create_stream("r", {"a": "int", "t": "int"}, time="t")
+        h = alice.register("SELECT a FROM r WHERE r.a >= 2 BEGIN 0 END NOW")
+        alice.insert("r", [(1, 1), (2, 2), (3, 3)])
+        alice.insert("r", [(4, 4)])
+        for _ in range(5):
+            alice.invoke(h)
+        with pytest.raises(PermissionDenied):
+            bob.invoke(h)
+        with pytest.raises(PermissionDenied):
+            bob.insert("r", [(5, 5)])
+        m = _scrape(server.metrics_port)
+    assert m[("psoup_tuples_ingested_total", (("stream", "r"),))] == 4
+    assert m[("psoup_batches_total", (("stream", "r"),))] == 2
+    assert m[("psoup_tuples_rejected_total", (("stream", "r"),))] == 1
+    assert m[("psoup_tuples_stored", (("stream", "r"),))] == 4
+    assert m[("psoup_standing_queries", (("stream", "r"),))] == 1
+    assert m[("psoup_stream_bytes", (("stream", "r"),))] > 0
+    assert m[("psoup_matches_marked_total", ())] == 3
+    assert m[("psoup_ingest_queue_batches", ())] == 0
+    assert m[("psoup_subscriptions", ())] == 0
+    assert m[("psoup_invoke_seconds_count", (("strategy", "psoup-p"),))] == 5
+    assert m[("psoup_requests_total", (("client", "alice"), ("method", "InvokeQuery")))] == 5
+    assert m[("psoup_denials_total", (("client", "bob"),))] == 2
+    code = (("client", "bob"), ("code", "PERMISSION_DENIED"), ("method", "InvokeQuery"))
+    assert m[("psoup_refused_total", code)] == 1
+    assert m[("psoup_log_flush_seconds_count", ())] >= 1
+    assert m[("process_resident_memory_bytes", ())] > 10 << 20
+    lines = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
+    refused = [x for x in lines if x["event"] == "refused"]
+    assert {(x["client"], x["method"], x["code"]) for x in refused} == {
+        ("bob", "InvokeQuery", "PERMISSION_DENIED"),
+        ("bob", "Ingest", "PERMISSION_DENIED"),
+    }
+    assert all(set(x) >= {"time", "level", "reason"} for x in refused)
+    assert not any("secret" in json.dumps(x) for x in lines)
+    logging.getLogger("psoup").handlers.clear()
+
+
+def test_a_busy_metrics_port_refuses_to_start(server) -> None:
+    with pytest.raises(
+        RuntimeError, match=f"cannot serve metrics on 127.0.0.1:{server.metrics_port}"
+    ):
+        start_server(ServerConfig(port=0, metrics_port=server.metrics_port))
