@@ -224,6 +224,10 @@ def stats(msg: pb.StatsResponse) -> dict[str, object]:
             }
             for s in msg.streams
         },
+        "busiest_queries": [
+            {"handle": q.handle, "text": q.text, "invocations": q.invocations, "owner": q.owner}
+            for q in msg.busiest_queries
+        ],
     }
 
 

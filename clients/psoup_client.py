@@ -412,9 +412,13 @@ class PSoupClient:
         req = pb.DescribeQueryRequest(handle=handle)
         return messages.query_info(self._unary(self._stub.DescribeQuery, req, timeout))
 
-    def stats(self, *, timeout: Timeout = DEFAULT) -> dict[str, object]:
-        """Engine and per-stream counters (see ``clients.messages.stats`` for the keys)."""
-        return messages.stats(self._unary(self._stub.Stats, pb.StatsRequest(), timeout))
+    def stats(
+        self, *, busiest_queries: bool = False, timeout: Timeout = DEFAULT
+    ) -> dict[str, object]:
+        """Engine and per-stream counters (see ``clients.messages.stats`` for the keys);
+        with ``busiest_queries`` also the most invoked queries (O(queries) on the server)."""
+        req = pb.StatsRequest(busiest_queries=busiest_queries)
+        return messages.stats(self._unary(self._stub.Stats, req, timeout))
 
     def backup(self, directory: str, *, timeout: Timeout = None) -> dict[str, object]:
         """Have the server write a consistent copy of its data into ``directory`` (an

@@ -336,8 +336,10 @@ class QueryInfo(_message.Message):
     def __init__(self, handle: _Optional[str] = ..., text: _Optional[str] = ..., params: _Optional[_Mapping[str, Value]] = ..., columns: _Optional[_Iterable[_Union[ColumnInfo, _Mapping]]] = ..., window: _Optional[_Union[Window, _Mapping]] = ..., streams: _Optional[_Iterable[str]] = ..., registered_at: _Optional[float] = ..., invocations: _Optional[int] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("busiest_queries",)
+    BUSIEST_QUERIES_FIELD_NUMBER: _ClassVar[int]
+    busiest_queries: bool
+    def __init__(self, busiest_queries: _Optional[bool] = ...) -> None: ...
 
 class StreamStats(_message.Message):
     __slots__ = ("name", "tuples_stored", "tuples_ingested", "bytes", "indexed_blocks", "query_entries")
@@ -375,7 +377,7 @@ class LatencyPercentiles(_message.Message):
     def __init__(self, p50_ms: _Optional[float] = ..., p90_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., count: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("strategy", "queries", "matches_marked", "ingest_rate", "invoke_latency", "queue_depth", "memory_bytes", "streams", "subscriptions")
+    __slots__ = ("strategy", "queries", "matches_marked", "ingest_rate", "invoke_latency", "queue_depth", "memory_bytes", "streams", "subscriptions", "busiest_queries")
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
     MATCHES_MARKED_FIELD_NUMBER: _ClassVar[int]
@@ -385,6 +387,7 @@ class StatsResponse(_message.Message):
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    BUSIEST_QUERIES_FIELD_NUMBER: _ClassVar[int]
     strategy: str
     queries: int
     matches_marked: int
@@ -394,7 +397,20 @@ class StatsResponse(_message.Message):
     memory_bytes: int
     streams: _containers.RepeatedCompositeFieldContainer[StreamStats]
     subscriptions: int
-    def __init__(self, strategy: _Optional[str] = ..., queries: _Optional[int] = ..., matches_marked: _Optional[int] = ..., ingest_rate: _Optional[float] = ..., invoke_latency: _Optional[_Union[LatencyPercentiles, _Mapping]] = ..., queue_depth: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., subscriptions: _Optional[int] = ...) -> None: ...
+    busiest_queries: _containers.RepeatedCompositeFieldContainer[QueryStats]
+    def __init__(self, strategy: _Optional[str] = ..., queries: _Optional[int] = ..., matches_marked: _Optional[int] = ..., ingest_rate: _Optional[float] = ..., invoke_latency: _Optional[_Union[LatencyPercentiles, _Mapping]] = ..., queue_depth: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., subscriptions: _Optional[int] = ..., busiest_queries: _Optional[_Iterable[_Union[QueryStats, _Mapping]]] = ...) -> None: ...
+
+class QueryStats(_message.Message):
+    __slots__ = ("handle", "text", "invocations", "owner")
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    INVOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    handle: str
+    text: str
+    invocations: int
+    owner: str
+    def __init__(self, handle: _Optional[str] = ..., text: _Optional[str] = ..., invocations: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class BeginLoadRequest(_message.Message):
     __slots__ = ("stream",)

@@ -10,6 +10,7 @@ the engine outside the engine thread, and a refused request changes nothing.
 from __future__ import annotations
 
 import errno
+import heapq
 import math
 import os
 import queue
@@ -55,6 +56,7 @@ _STATUS = (
     (codec.CodecError, grpc.StatusCode.INVALID_ARGUMENT),
 )
 INGEST_DEPTH = 4  # batches of one Ingest call in flight at once
+BUSIEST = 10  # the most invoked queries Stats lists
 _END = object()  # a subscription's RPC ended
 _FAILED = object()  # a subscription ends with an error (a revoke, an overflow)
 _OVERFLOW = object()  # a subscriber fell too far behind
@@ -643,8 +645,21 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
     def Stats(self, request, context):
         def run():
-            self._client(context)
-            stats = self.worker.call(self.engine.stats)
+            client = self._client(context)
+            sees_all = not self.auth.enabled or client in self.access.admins
+
+            def gather():
+                if not request.busiest_queries:
+                    return self.engine.stats(), []
+                mine = (q for q in self.engine.queries.values() if sees_all or q.owner == client)
+                top = heapq.nlargest(BUSIEST, mine, key=lambda q: q.invocations)
+                return self.engine.stats(), [
+                    pb.QueryStats(handle=q.handle, text=q.text, invocations=q.invocations,
+                                  owner=q.owner or "")
+                    for q in top if q.invocations
+                ]  # fmt: skip
+
+            stats, busiest = self.worker.call(gather)
             p50, p90, p99, n = self.metrics.latency_ms()
             out = pb.StatsResponse(
                 strategy=stats["strategy"],
@@ -667,6 +682,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                         query_entries=s["query_entries"],
                     )
                 )
+            out.busiest_queries.extend(busiest)
             return out
 
         return self._unary(context, run)
