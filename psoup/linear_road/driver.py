@@ -30,6 +30,7 @@ import numpy as np
 from clients.errors import PSoupRpcError
 from clients.psoup_client import PSoupClient
 from psoup.child import in_child
+from psoup.linear_road import live
 from psoup.linear_road.check import CONVENTION_FILE, CSV_BLOCK, DEADLINES, FILES, input_error
 from psoup.linear_road.network import REPORT_FIELDS
 from psoup.linear_road.streams import ALL_ALERTS, ALL_TOLLS
@@ -196,7 +197,9 @@ class _AnswerFiles:
     times and responses kept, as compact numpy columns: memory O(answers x 8 bytes), not
     the rows. Thread-safe."""
 
-    def __init__(self, out_dir: Path, append: bool = False) -> None:
+    def __init__(
+        self, out_dir: Path, append: bool = False, progress: live.Progress | None = None
+    ) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
         mode = "a" if append else "w"
         self.files = {k: open(out_dir / name, mode, newline="") for k, name in FILES.items()}  # noqa: SIM115
@@ -205,6 +208,7 @@ class _AnswerFiles:
         self.lock = threading.Condition()
         self.derived = {"toll": 0, "accident": 0}
         self.failed: list[str] = []
+        self.progress = progress  # the live view's counters, when there is one
 
     def add(self, kind: str, rows: list[tuple]) -> None:
         """Write ``rows`` of ``kind`` (the validator's layout) and note their response."""
@@ -218,6 +222,9 @@ class _AnswerFiles:
             self.files[kind].write(text)
             self.times[kind].append(t)
             self.responses[kind].append((e - t).astype(np.int16))
+            if self.progress is not None:
+                r = e - t
+                self.progress.answered(kind, len(rows), int(r[-1]), int(r.max()))
             if kind in self.derived:
                 self.derived[kind] += len(rows)
                 self.lock.notify_all()
@@ -295,6 +302,7 @@ def replay(
     start: int = 0,
     until: int | None = None,
     vehicles: dict[int, Vehicle] | None = None,
+    show_live: bool = False,
 ) -> Replay:
     """Replay the input file's seconds in [start, until) (all of them by default) against
     the server behind ``client``, writing the answer files into ``out_dir`` as answers
@@ -306,10 +314,13 @@ def replay(
     start``, against a server that has kept its state, e.g. restarted on its data
     directory): its clock starts at simulated second ``start``, its answers are appended
     to the files in ``out_dir``, and given the earlier replay's ``vehicles`` (each
-    vehicle's handles) it invokes the queries registered then, now through ``client``."""
-    answers = _AnswerFiles(out_dir, append=start > 0)
-    clock: dict[str, float] = {}
+    vehicle's handles) it invokes the queries registered then, now through ``client``.
+    ``show_live``: a live view of the run (psoup/linear_road/live.py) instead of the
+    progress bar."""
     last = _last_time(input_path)
+    counters = live.Progress(last + 1)
+    answers = _AnswerFiles(out_dir, append=start > 0, progress=counters)
+    clock: dict[str, float] = {}
     send_lag = np.zeros(last + 1, dtype=np.float32)
     queue_at = np.zeros(last + 1, dtype=np.int32)
     cpu_at = np.zeros(last + 1, dtype=np.float32)
@@ -406,6 +417,7 @@ def replay(
         except PSoupRpcError as err:  # one refused request must not lose the whole run
             with answers.lock:
                 answers.failed.append(f"type {kind} at {t} for vehicle {vid}: {err}")
+                counters.failed += 1
         w2 = time.perf_counter()
         with vlock:
             phases.append(((w1 - w0) * 1e3, (w2 - w1) * 1e3))
@@ -421,7 +433,10 @@ def replay(
     clock["start"] = time.monotonic() - start / speedup
     sampler.start()
     total = (last + 1 if until is None else min(until, last + 1)) - start
-    bar = progress_bar(total=total, desc="simulated seconds", unit="s", enabled=progress)
+    bar = progress_bar(
+        total=total, desc="simulated seconds", unit="s", enabled=progress and not show_live
+    )
+    stop_live = live.maybe(counters, speedup, show_live)
     for s, rows in ahead:
         due = clock["start"] + s / speedup
         pause = due - time.monotonic()
@@ -429,6 +444,7 @@ def replay(
             time.sleep(pause)  # pacing the replay to simulated real time
         send_lag[s] = max(0.0, -pause) * 1e3
         reports = rows[rows[:, 0] == 0]
+        counters.sent(s, float(send_lag[s]), len(reports))
         if len(reports):
             sent.put({f: reports[:, i + 1] for i, f in enumerate(REPORT_FIELDS)})
             n_sent += 1
@@ -453,6 +469,7 @@ def replay(
         )
     for s in subs:
         s.cancel()
+    stop_live()
     done.set()
     sampler.join()
     answers.close()
@@ -535,6 +552,7 @@ def run(
     hydrate: Callable[[Path, str, Path], object] | None = None,
     convention: str = "validator",
     server_cpu: Callable[[], float] | None = None,
+    show_live: bool = False,
 ) -> Summary:
     """Hydrate the history, replay the input, write the answers, a summary and a PNG.
 
@@ -545,7 +563,8 @@ def run(
     ``convention`` is the toll-alert convention of the server started here (a given
     server's own is used as it is); it is written to ``out_dir/convention``.
     ``server_cpu()`` gives a given server's CPU seconds so far, for the summary's
-    slowest seconds (the server started here is measured without it).
+    slowest seconds (the server started here is measured without it). ``show_live``: a
+    live view of the run in the terminal instead of the progress bar.
     """
     _last_time(input_path)  # a missing or unreadable input fails here, before anything
     child = None
@@ -568,7 +587,7 @@ def run(
                 (hydrate or hydrate_history)(history_path, server, out_dir)
                 peaks.update(children_peak_rss("spark (hydration)"))
             cpu = child.cpu_seconds if child else server_cpu
-            rep = replay(client, input_path, speedup, out_dir, progress, cpu)
+            rep = replay(client, input_path, speedup, out_dir, progress, cpu, show_live=show_live)
     finally:
         if child is not None:
             peaks["server"] = child.peak_rss_bytes()
