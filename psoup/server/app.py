@@ -21,6 +21,7 @@ from psoup.server import logs
 from psoup.server.apps import AppSpec
 from psoup.server.auth import Authenticator, load_tokens
 from psoup.server.config import ServerConfig
+from psoup.server.guard import DecodeGuard
 from psoup.server.logs import event
 from psoup.server.observe import Observer
 from psoup.server.servicer import PSoupServicer
@@ -163,7 +164,7 @@ def start_server(config: ServerConfig) -> RunningServer:
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.workers),
         options=options,
-        interceptors=[observer.interceptor()],
+        interceptors=[observer.interceptor(), DecodeGuard()],
     )
     pb_grpc.add_PSoupServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()

@@ -37,6 +37,7 @@ from psoup.errors import (
 )
 from psoup.server.auth import Authenticator, AuthError
 from psoup.server.config import ServerConfig
+from psoup.server.guard import UndecodableRequest
 from psoup.server.loads import BudgetExceeded, Loads, UnknownLoad
 from psoup.server.metrics import Metrics, release_free_memory, rss_bytes
 from psoup.server.observe import Observer
@@ -54,6 +55,7 @@ _STATUS = (
     (StorageError, grpc.StatusCode.INTERNAL),
     (PSoupError, grpc.StatusCode.INVALID_ARGUMENT),
     (codec.CodecError, grpc.StatusCode.INVALID_ARGUMENT),
+    (UndecodableRequest, grpc.StatusCode.INVALID_ARGUMENT),
 )
 INGEST_DEPTH = 4  # batches of one Ingest call in flight at once
 BUSIEST = 10  # the most invoked queries Stats lists
