@@ -1,8 +1,8 @@
 """The client subcommands of ``psoup`` (stream, ingest, register, invoke, ...), run on parsed args.
 
-``psoup/cli.py`` parses the arguments and calls ``run``; each command here opens a
-``clients.PSoupClient``, makes its calls and prints with ``psoup.formatting``. ``run``
-turns failures into a message on stderr and the exit status:
+``psoup.cli`` parses the arguments (``psoup/cli/client.py``) and calls ``run``; each
+command here opens a ``clients.PSoupClient``, makes its calls and prints with
+``psoup.formatting``. ``run`` turns failures into a message on stderr and the exit status:
 
 * 0: success
 * 1: the server refused the request (``error: STATUS_CODE: message``), or the input

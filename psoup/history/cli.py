@@ -1,8 +1,8 @@
 """``psoup history hydrate`` and ``psoup history export``, run on parsed arguments.
 
-``psoup/cli.py`` parses; ``run`` calls the job, prints its summary on stdout and turns a
-failure into ``error: ...`` on stderr and the exit status of the client commands: 1 the
-server refused or the input is bad (missing file, no valid row, schema mismatch, a
+``psoup/cli/history.py`` parses; ``run`` calls the job, prints its summary on stdout and
+turns a failure into ``error: ...`` on stderr and the exit status of the client commands:
+1 the server refused or the input is bad (missing file, no valid row, schema mismatch, a
 failed Spark job), 3 the server cannot be reached.
 """
 
