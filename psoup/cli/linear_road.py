@@ -46,6 +46,12 @@ def add_parser(sub) -> None:
         "(default: once per vehicle, direction and segment, as the original validator "
         "expects; see docs/LINEAR_ROAD.md)",
     )
+    run.add_argument(
+        "--live",
+        action="store_true",
+        help="show the run as it goes (reports/s, answers per type, latest and worst "
+        "response time, how late batches went out) instead of the progress bar",
+    )
     gen = lr_sub.add_parser(
         "generate",
         help="generate Linear Road input and its toll history",
@@ -102,8 +108,9 @@ def _run(args: argparse.Namespace) -> int:
     convention = "every-crossing" if args.every_crossing else "validator"
     try:
         summary = driver.run(
-            args.input, args.history, args.out, args.speedup, args.server, convention=convention
-        )
+            args.input, args.history, args.out, args.speedup, args.server,
+            convention=convention, show_live=args.live,
+        )  # fmt: skip
     except PSoupRpcError as err:
         return _error(str(err), 3 if isinstance(err, Unavailable) else 1)
     except (ValueError, RuntimeError, OSError) as err:

@@ -34,6 +34,27 @@ def add_parser(sub) -> None:
         help="port to bind; 0 picks a free one (default: %(default)s)",
     )
     serve.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="PORT",
+        help="serve Prometheus metrics over HTTP at http://HOST:PORT/metrics (0 picks a "
+        "free port, printed); default: none",
+    )
+    serve.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        help="least important events logged on stderr (default: %(default)s; every refused "
+        "request is an info event)",
+    )
+    serve.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text: 'psoup: ...' lines; json: one object per line with time, level, event "
+        "and fields (default: %(default)s)",
+    )
+    serve.add_argument(
         "--strategy",
         choices=STRATEGIES,
         default="psoup-p",
@@ -209,6 +230,9 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         data_dir=None if args.in_memory else str(args.data_dir or default_data_dir()),
         sync=args.sync,
         checkpoint_bytes=args.checkpoint_every << 20,
+        metrics_port=args.metrics_port,
+        log_level=args.log_level,
+        log_format=args.log_format,
     )
     # Recovery's warnings (a torn last record dropped) as one plain line each.
     warnings.formatwarning = lambda message, *_args, **_kw: f"psoup: warning: {message}\n"

@@ -223,6 +223,10 @@ def serve_forever(config: ServerConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
     print(f"psoup serving on {_address(config.host, running.port)}", flush=True)
+    if running.metrics_port is not None:
+        event(log, logging.INFO, "metrics",
+              f"metrics on http://{_address(config.host, running.metrics_port)}/metrics",
+              port=running.metrics_port)  # fmt: skip
     done.wait()
     event(log, logging.INFO, "stopping", "draining and stopping")
     running.stop(grace=5.0)
