@@ -228,7 +228,7 @@ def _typed_array(name: str, t: str, arr: np.ndarray) -> np.ndarray | None:
         out = arr.astype(np.float64, copy=False)
         bad = np.flatnonzero(~np.isfinite(out))
         if len(bad):
-            raise BatchError(f"float {out[bad[0]]!r} is not finite", int(bad[0]), name)
+            raise BatchError(f"float {out[bad[0]].item()!r} is not finite", int(bad[0]), name)
         return out
     return None
 

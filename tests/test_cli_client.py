@@ -23,7 +23,7 @@ import pytest
 
 from clients import PSoupClient
 from psoup import cli, formatting
-from psoup.csvio import CsvError, count_rows, read_batches
+from psoup.datafiles import DataFileError, count_rows, read_batches
 from psoup.server import ServerConfig, start_server
 from psoup.values import Result
 
@@ -161,17 +161,21 @@ def test_key_values_and_plurals() -> None:
 # ---------------------------------------------------------------------------- CSV input
 
 
+def _lists(batches) -> list[dict[str, list]]:
+    return [{name: values.tolist() for name, values in b.items()} for b in batches]
+
+
 def test_csv_batches_follow_the_header(tmp_path) -> None:
     f = tmp_path / "r.csv"
     f.write_text("t,vid,spd\n1,5,50\n\n2,6,60\n3,7,70\n")
     assert count_rows(f) == 4  # the blank line counts; only a progress total
-    assert list(read_batches(f, SCHEMA, 2)) == [
+    assert _lists(read_batches(f, SCHEMA, 2)) == [
         {"t": [1, 2], "vid": [5, 6], "spd": [50, 60]},
         {"t": [3], "vid": [7], "spd": [70]},
     ]
     g = tmp_path / "g.csv"
     g.write_text("vid,spd,t\n1,1.5,2")
-    assert list(read_batches(g, {"vid": "int", "spd": "float", "t": "int"}, 10)) == [
+    assert _lists(read_batches(g, {"vid": "int", "spd": "float", "t": "int"}, 10)) == [
         {"vid": [1], "spd": [1.5], "t": [2]}
     ]
     assert count_rows(g) == 1
@@ -191,7 +195,7 @@ def test_csv_batches_follow_the_header(tmp_path) -> None:
 def test_csv_errors_name_line_and_column(tmp_path, content: str, message: str) -> None:
     f = tmp_path / "bad.csv"
     f.write_text(content)
-    with pytest.raises(CsvError, match=re.escape(message)):
+    with pytest.raises(DataFileError, match=re.escape(message)):
         list(read_batches(f, SCHEMA, 10))
 
 

@@ -79,6 +79,8 @@ def files(tmp_path_factory) -> Path:
     (d / "bigfield.csv").write_text('a,t\n1,2\n"' + "x" * 140_000 + '",3\n')
     (d / "late_nul.csv").write_bytes(b"a,t\n" + b"1,2\n" * 20_000 + b"3,\x004\n")
     (d / "folder").mkdir()
+    (d / "notparquet.parquet").write_text("a,t\n1,2\n")
+    (d / "torn.parquet").write_bytes(b"PAR1" + bytes(range(256)))  # no footer
     (d / "twenty.csv").write_text("a,s,t\n" + "".join(f"{i},x,{i}\n" for i in range(20)))
     (d / "fat.csv").write_text("a,s,t\n" + "".join(f"{i},{'y' * 3000},{i}\n" for i in range(2)))
     (d / "tokens.bin").write_bytes(bytes(range(256)))
@@ -188,7 +190,11 @@ CASES = [
       "--server", "{server}"], FAILED,
      r"^error: .*late_nul\.csv:20002: column 't': expected int, got '\\x004'$"),
     (["ingest", "edges", "{dir}/folder", "--no-progress", "--server", "{server}"], FAILED,
-     r"^error: .*folder: a directory, not a CSV file$"),
+     r"^error: .*folder: a directory, not a CSV, Parquet or Arrow file$"),
+    (["ingest", "edges", "{dir}/notparquet.parquet", "--no-progress", "--server", "{server}"],
+     FAILED, r"^error: .*notparquet\.parquet: not a Parquet file \(it does not start with PAR1\)$"),
+    (["ingest", "edges", "{dir}/torn.parquet", "--no-progress", "--server", "{server}"], FAILED,
+     r"^error: .*torn\.parquet: not a readable Parquet file: "),
     (["ingest", "edges", "/dev/zero", "--no-progress", "--server", "{server}"], FAILED,
      r"^error: /dev/zero: not a regular file but a device or a pipe", SUBPROCESS),
     # ingest: a batch over the server's limits says what to lower

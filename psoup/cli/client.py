@@ -75,10 +75,15 @@ def add_parsers(sub) -> None:
             help="read: register queries over it and read it out; write: ingest and bulk load",
         )
 
-    p = client(sub, "ingest", "send the rows of a CSV file to a stream", "ingest")
+    p = client(
+        sub, "ingest", "send the rows of a CSV, Parquet or Arrow IPC file to a stream", "ingest"
+    )
     p.add_argument("name", help="stream name")
     p.add_argument(
-        "file", metavar="FILE.csv", help="CSV file whose header row names the attributes"
+        "file",
+        metavar="FILE",
+        help="a CSV file whose header row names the attributes, or a Parquet or Arrow IPC "
+        "(Feather) file whose column names do; the format is told by the first bytes",
     )
     p.add_argument(
         "--batch-rows",
