@@ -295,6 +295,12 @@ def backup(c: PSoupClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def top(c: PSoupClient, args: argparse.Namespace) -> int:
+    from psoup import top as view
+
+    return view.run(c, refresh=args.refresh, seconds=args.for_seconds)
+
+
 COMMANDS: dict[str, Callable[[PSoupClient, argparse.Namespace], int]] = {
     "stream create": stream_create,
     "stream list": stream_list,
@@ -310,6 +316,7 @@ COMMANDS: dict[str, Callable[[PSoupClient, argparse.Namespace], int]] = {
     "describe": describe,
     "stats": stats,
     "backup": backup,
+    "top": top,
 }
 
 

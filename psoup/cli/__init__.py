@@ -7,7 +7,7 @@ module per command group holds its parsers:
 * ``options``: the shared option groups (connection, Spark) and ``EPILOG``;
 * ``checks``: checks of inputs and addresses before a command runs, the ``error:`` line;
 * ``bench`` (demo and bench), ``serve``, ``client`` (the client commands, run by
-  ``psoup.cli_client``), ``linear_road`` and ``history`` (run by ``psoup.history.cli``).
+  ``psoup.cli_client``), ``top``, ``linear_road`` and ``history`` (run by ``psoup.history.cli``).
 
 Each command's implementation is imported only when it runs, so ``psoup demo`` does not
 load gRPC or Spark.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from psoup.cli import bench, client, history, linear_road, serve
+from psoup.cli import bench, client, history, linear_road, serve, top
 from psoup.cli.args import (
     GRPC_MAX_MESSAGE_BYTES,
     INT64_MAX,
@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parsers(sub)
     serve.add_parser(sub)
     client.add_parsers(sub)
+    top.add_parser(sub)
     linear_road.add_parser(sub)
     history.add_parser(sub)
     return parser
