@@ -14,6 +14,7 @@ invoke:   NOW and window -> visible seq range -> strategy rows -> project / aggr
 
 from __future__ import annotations
 
+import functools
 import math
 import secrets
 import threading
@@ -36,7 +37,7 @@ from psoup.errors import (
 from psoup.plan import Plan
 from psoup.query import compile_query
 from psoup.query.spec import QuerySpec
-from psoup.result import aggregate, project
+from psoup.result import aggregate, partial, project
 from psoup.strategies import STRATEGIES, NoMat, PSoupC
 from psoup.values import (
     DTYPES,
@@ -69,6 +70,7 @@ class Stream:
     tuples_ingested: int = 0
     owner: str | None = None  # the client that created it (None: no authentication)
     grants: dict[str, set[str]] = field(default_factory=dict)  # client -> rights
+    partition_by: str | None = None  # a sharded server spreads it by this attribute
 
     def visible_from(self) -> int:
         """First seq still visible under the retention horizon. O(log n)."""
@@ -107,6 +109,7 @@ class StreamImage:
     version: tuple[int, int, int] = (0, 0, 0)  # equal versions: equal rows (stem uid, seqs)
     owner: str | None = None
     grants: dict[str, list[str]] = field(default_factory=dict)  # client -> sorted rights
+    partition_by: str | None = None
 
 
 @dataclass
@@ -165,9 +168,17 @@ class Engine:
         self._quiet = 0  # > 0 inside a logged change: its own inner steps are not logged
         self.storage = None  # the open data directory (psoup.storage.durable.DataDir)
         self._states: dict[str, object] = {}  # application state: name -> snapshot/restore
+        # A shard (psoup/shard) numbers its changes with the front-end's operation ids:
+        # ``op_tag`` goes into each change's log record, and ``on_tag`` hears each one
+        # replayed at recovery, so the shard knows the last operation it made durable.
+        self.op_tag: int | None = None
+        self.on_tag: Callable[[int], None] | None = None
+        self.replay_lsn: int | None = None  # recovery: the LSN of the record it replays
 
     def _log(self, op: str, fields: dict, columns: Sequence[np.ndarray] = ()) -> None:
         if self.journal is not None and not self._quiet:
+            if self.op_tag is not None:
+                fields = {**fields, "tag": self.op_tag}
             self.journal(op, fields, list(columns))
 
     # ================================================================ streams
@@ -180,23 +191,38 @@ class Engine:
         owner: str | None = None,
         *,
         recovered: bool = False,
+        partition_by: str | None = None,
     ) -> Schema:
         """Declare a stream, owned by ``owner`` (the server's client id; None without
         authentication). Raises SchemaError or AlreadyExistsError. O(attributes).
         ``recovered``: the declaration comes from a data directory, written before
-        reserved words were refused as names; it is taken as it was."""
+        reserved words were refused as names; it is taken as it was. ``partition_by``:
+        the int or str attribute a sharded server spreads the stream's tuples by
+        (psoup/shard); one engine only keeps it in the catalog."""
         sch = _make_schema(name, schema, time, max_window, reserved_ok=recovered)
+        if partition_by is not None:
+            if partition_by not in sch.names:
+                raise SchemaError(
+                    f"partition_by: {partition_by!r} is not an attribute of {name!r} "
+                    f"({', '.join(sch.names)})"
+                )
+            if sch.type_of(partition_by) not in ("int", "str"):
+                raise SchemaError(
+                    f"partition_by: {partition_by!r} is a {sch.type_of(partition_by)}; "
+                    "streams are partitioned by an int or str attribute"
+                )
         with self.lock:
             if name in self.streams:
                 raise AlreadyExistsError(f"stream {name!r} already exists")
+            extra = {"partition_by": partition_by} if partition_by is not None else {}
             self._log(
                 "create_stream",
                 {"name": name, "schema": [list(a) for a in zip(sch.names, sch.types, strict=True)],
-                 "time": time, "max_window": max_window, "owner": owner},
+                 "time": time, "max_window": max_window, "owner": owner, **extra},
             )  # fmt: skip
             self.streams[name] = Stream(
                 name, sch, max_window, DataSteM(sch, self.block_rows, self.segment_blocks),
-                owner=owner,
+                owner=owner, partition_by=partition_by,
             )  # fmt: skip
             return sch
 
@@ -258,7 +284,14 @@ class Engine:
             st = self._stream(name)
             return self._ingest(st, columns_to_arrays(st.schema, columns))
 
-    def replace_contents(self, name: str, columns: Mapping[str, Sequence]) -> InsertResult:
+    def replace_contents(
+        self,
+        name: str,
+        columns: Mapping[str, Sequence],
+        *,
+        tids: np.ndarray | None = None,
+        advance_to=None,
+    ) -> InsertResult:
         """Replace every stored tuple of a stream with ``columns``, atomically.
 
         The rows may come in any time order: they are sorted (stably) by the time
@@ -269,6 +302,9 @@ class Engine:
         probes of the new data. Memory: besides the input and the new storage, one int64
         permutation and one chunk of ``_REPLACE_CHUNK_ROWS`` rows; no sorted copy of the
         whole input is made (a 25-million-row load would otherwise need it twice).
+        ``tids`` and ``advance_to``: a shard's part of a sharded load (psoup/shard), in
+        time order with the front-end's tuple ids; the clock then moves as by
+        ``insert_part``.
         """
         with self.lock:
             st = self._stream(name)
@@ -279,8 +315,15 @@ class Engine:
             order = None
             if n > 1 and not bool(np.all(ts[1:] >= ts[:-1])):
                 order = np.argsort(ts, kind="stable")
+            if tids is not None:
+                tids = np.asarray(tids, np.int64)
+                if order is not None or len(tids) != n:
+                    raise ValueRangeError("a shard's part must be in time order, an id a row")
             # Nothing below can fail on user input.
-            self._log("replace", {"stream": name}, cols)
+            if tids is None:
+                self._log("replace", {"stream": name}, cols)
+            else:
+                self._log("replace", {"stream": name, "advance_to": advance_to}, [*cols, tids])
             self._quiet += 1  # its chunks are in the record
             try:
                 affected = [self._by_qid[qid] for qid in sorted(st.queries)]
@@ -294,8 +337,11 @@ class Engine:
                 parts = []
                 for a in range(0, max(n, 1), step):
                     rows = slice(a, a + step) if order is None else order[a : a + step]
-                    parts.append(self._ingest(st, [c[rows] for c in cols]))
+                    given = None if tids is None else tids[rows]
+                    parts.append(self._ingest(st, [c[rows] for c in cols], given=given))
                 del order
+                if advance_to is not None:
+                    self._advance(st, advance_to)
                 for q in affected:
                     self._attach(q)
             finally:
@@ -307,22 +353,52 @@ class Engine:
                 sum(r.matches for r in parts),
             )
 
+    def insert_part(
+        self, name: str, cols: list[np.ndarray], tids: np.ndarray, advance_to
+    ) -> InsertResult:
+        """Apply a shard's part of a batch (psoup/shard): typed columns in schema order
+        with the tuple ids the front-end gave them (ascending; maybe none), then move the
+        stream's clock to ``advance_to``, the newest time of the whole batch, so retention
+        and NOW are those of the whole stream. Logged as one record. Raises BatchError
+        (nothing changed) for times before the stream's. O(rows) plus the probe."""
+        with self.lock:
+            st = self._stream(name)
+            return self._ingest(st, list(cols), given=np.asarray(tids, np.int64),
+                                advance_to=advance_to)  # fmt: skip
+
     def _ingest(
-        self, st: Stream, cols: list[np.ndarray], restored: np.ndarray | None = None
+        self,
+        st: Stream,
+        cols: list[np.ndarray],
+        restored: np.ndarray | None = None,
+        *,
+        given: np.ndarray | None = None,
+        advance_to=None,
     ) -> InsertResult:
         """Apply one batch. ``restored``: the batch comes from a checkpoint with these
         tuple ids; it is stored and matched but not logged, and no trigger or subscriber
-        hears of it (the application's state and the next id come from the checkpoint)."""
+        hears of it (the application's state and the next id come from the checkpoint).
+        ``given`` and ``advance_to``: see ``insert_part``."""
         n = len(cols[0]) if cols else 0
         check_time(st.schema, cols, st.last_ts)
+        if advance_to is not None and n and advance_to < cols[st.schema.time_index][-1]:
+            raise ValueRangeError("advance_to is older than the part's newest tuple")
         if not n:
+            if advance_to is not None:
+                self._log("insert", {"stream": st.name, "advance_to": advance_to},
+                          [*cols, np.empty(0, np.int64)])  # fmt: skip
+                self._advance(st, advance_to)
             return InsertResult(self._next_tid, self._next_tid - 1, 0, 0)
-        if restored is None:
+        if restored is not None:
+            tids = restored
+        elif given is not None:
+            self._log("insert", {"stream": st.name, "advance_to": advance_to}, [*cols, given])
+            tids = given
+            self._next_tid = max(self._next_tid, int(given[-1]) + 1)
+        else:
             self._log("insert", {"stream": st.name}, cols)
             tids = np.arange(self._next_tid, self._next_tid + n, dtype=np.int64)
             self._next_tid += n
-        else:
-            tids = restored
         # Nothing below can fail on user input: the batch is now applied whole.
         stem = st.stem
         first = stem.append(cols, tids)
@@ -340,6 +416,8 @@ class Engine:
                 marked += self._join_batch(st, first, n, matches)
         self.strategy.after_batch(st.name, st.last_ts, st.visible_from(), stem.start_seq)
         self.matches_marked += marked
+        if advance_to is not None:
+            self._advance(st, advance_to)
         if restored is not None:
             return InsertResult(int(tids[0]), int(tids[-1]), n, marked)
         if self._subs_by_qid:
@@ -352,6 +430,18 @@ class Engine:
             finally:
                 self._quiet -= 1
         return InsertResult(int(tids[0]), int(tids[-1]), n, marked)
+
+    def _advance(self, st: Stream, last_ts) -> None:
+        """Move ``st``'s clock to ``last_ts`` without a tuple (never back): expiry, the
+        strategy's windows and the join results follow. O(expired blocks)."""
+        if st.last_ts is not None and last_ts <= st.last_ts:
+            return
+        st.last_ts = last_ts
+        if st.max_window is not None:
+            st.stem.expire(last_ts - st.max_window)
+        self.strategy.after_batch(st.name, last_ts, st.visible_from(), st.stem.start_seq)
+        if self._join_entries:
+            self._expire_joins(st)
 
     def add_trigger(self, stream: str, fn: Callable[[dict[str, np.ndarray]], None]) -> None:
         """Call ``fn(columns)`` with every batch accepted into ``stream``, under the engine
@@ -380,7 +470,8 @@ class Engine:
                 StreamImage(st.name, st.schema, st.max_window, st.last_ts, st.tuples_ingested,
                             st.stem.start_seq, st.stem.parts(),
                             (st.stem.uid, st.stem.start_seq, st.stem.end_seq), st.owner,
-                            {c: sorted(r) for c, r in sorted(st.grants.items())})
+                            {c: sorted(r) for c, r in sorted(st.grants.items())},
+                            st.partition_by)
                 for st in self.streams.values()
             ]  # fmt: skip
             queries = [
@@ -406,7 +497,7 @@ class Engine:
                     self.create_stream(si.name, list(zip(si.schema.names, si.schema.types,
                                                          strict=True)),
                                        si.schema.time, si.max_window,
-                                       recovered=True)  # fmt: skip
+                                       recovered=True, partition_by=si.partition_by)  # fmt: skip
                     st = self.streams[si.name]
                 elif (st.schema, st.max_window) != (si.schema, si.max_window):
                     raise SchemaError(f"stream {si.name!r} is declared differently now")
@@ -717,6 +808,19 @@ class Engine:
             q.invocations += 1
             return self._evaluate(q, now)
 
+    def invoke_parts(self, handle: str, now: int | float | None = None):
+        """What a shard contributes to a sharded invoke (psoup/shard/gather.py merges
+        them): ``(now, bounds, rows, keys)`` for a selection or join, with each row's
+        order key (its tuple id; for a join pair the older tuple's time and both ids),
+        or ``(now, bounds, partial, None)`` for an aggregate, with ``result.partial``'s
+        mergeable state per group. Cost as ``invoke``."""
+        with self.lock:
+            q = self._query(handle)
+            if now is not None:
+                self._check_now(q, now)
+            q.invocations += 1
+            return self._evaluate(q, now, parts=True)
+
     def _check_now(self, q: Query, now) -> None:
         """ValueRangeError unless ``now`` is a finite number that fits the time attribute
         of each of ``q``'s streams: within the 64-bit range for an int one."""
@@ -732,7 +836,7 @@ class Engine:
                     f"attribute {sch.time!r} of stream {name!r} is a 64-bit int"
                 )
 
-    def _evaluate(self, q: Query, now) -> Result:
+    def _evaluate(self, q: Query, now, parts: bool = False):
         spec = q.spec
         if now is None:
             now = self._now(q)
@@ -744,14 +848,25 @@ class Engine:
                 min(max(b, INT64_MIN), INT64_MAX) if isinstance(b, int) else b for b in bounds
             )
         types = tuple(item.type for item in spec.select)
+        if parts:
+            keys: list = []
+            if q.plan.is_join:
+                rows = self._invoke_join(q, bounds, keys=keys)
+            else:
+                rows = self._invoke_selection(q, bounds, keys=keys)
+            return now, bounds, rows, None if spec.is_aggregate else keys
         if q.plan.is_join:
             rows = self._invoke_join(q, bounds)
         else:
             rows = self._invoke_selection(q, bounds)
         return Result(spec.columns, types, rows, now, bounds)
 
-    def _invoke_selection(self, q: Query, bounds, since: int = 0) -> list[tuple]:
-        """Result rows over ``bounds``; only matches at seqs >= ``since`` count."""
+    def _invoke_selection(
+        self, q: Query, bounds, since: int = 0, keys: list | None = None
+    ) -> list[tuple]:
+        """Result rows over ``bounds``; only matches at seqs >= ``since`` count. With
+        ``keys`` (a list), as ``invoke_parts``: the rows' tuple ids are put in it, and an
+        aggregate returns its partial state instead of rows."""
         st = self.streams[q.plan.streams[0]]
         spec = q.spec
         if bounds is None or bounds[0] > bounds[1]:
@@ -770,6 +885,8 @@ class Engine:
             and all(i.func == "COUNT" for i in spec.select)
         ):
             n = strat.selection_count(q.qid, entry, st.name, s, e, lo, hi) if s < e else 0
+            if keys is not None:
+                return {None: [n for _ in spec.select]}
             return [tuple(n for _ in spec.select)]
         else:
             seqs = (
@@ -787,12 +904,19 @@ class Engine:
 
         if spec.is_aggregate:
             group = values[spec.group_by.attr] if spec.group_by else None
+            if keys is not None:
+                return partial(spec, len(seqs), fetch, group)
             return aggregate(spec, len(seqs), fetch, group)
+        if keys is not None:
+            keys.extend(st.stem.gather_tids(seqs).tolist())
         return project(spec, len(seqs), fetch)
 
-    def _invoke_join(self, q: Query, bounds, new: tuple[str, int] | None = None) -> list[tuple]:
+    def _invoke_join(
+        self, q: Query, bounds, new: tuple[str, int] | None = None, keys: list | None = None
+    ) -> list[tuple]:
         """Result rows over ``bounds``; with ``new=(stream, seq)`` only the pairs that
-        involve a tuple of that stream at or after that seq. O(pairs in the window)."""
+        involve a tuple of that stream at or after that seq. O(pairs in the window).
+        ``keys``: as ``_invoke_selection``'s, a pair's key (older time, both ids)."""
         plan = q.plan
         spec = q.spec
         s0, s1 = (self.streams[s] for s in plan.streams)
@@ -832,7 +956,15 @@ class Engine:
 
         if spec.is_aggregate:
             group = fetch_col(spec.group_by) if spec.group_by else None
+            if keys is not None:
+                return partial(spec, len(pairs), fetch, group)
             return aggregate(spec, len(pairs), fetch, group)
+        if keys is not None and pairs:
+            t0, t1 = (_unsorted(functools.partial(st.stem.gather, st.schema.time), sq)
+                      for st, sq in ((s0, seq0), (s1, seq1)))  # fmt: skip
+            id0, id1 = (_unsorted(st.stem.gather_tids, sq) for st, sq in ((s0, seq0), (s1, seq1)))
+            keys.extend(zip(np.minimum(t0, t1).tolist(), id0.tolist(), id1.tolist(),
+                            strict=True))  # fmt: skip
         return project(spec, len(pairs), fetch)
 
     # ================================================================== stats
@@ -885,6 +1017,15 @@ class Engine:
                 st.stem._check()
             self.qstem._check()
             self.strategy.results._check()
+
+
+def _unsorted(gather: Callable[[np.ndarray], np.ndarray], seqs: np.ndarray) -> np.ndarray:
+    """``gather(seqs)`` for seqs in any order (gathers need them ascending). O(n log n)."""
+    order = np.argsort(seqs, kind="stable")
+    vals = gather(seqs[order])
+    out = np.empty_like(vals)
+    out[order] = vals
+    return out
 
 
 def _chunks(parts, rows: int):

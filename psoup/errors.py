@@ -19,7 +19,9 @@ server can map each to one gRPC status code in one place::
     ├── PermissionDeniedError    the client lacks a right on a stream (has stream, right)
     ├── ValueRangeError          a value outside the range where it is used (e.g. now)
     ├── ResultOverflowError      an aggregate's exact value does not fit its type
-    └── PreconditionError        the operation is not possible in the current state
+    ├── PreconditionError        the operation is not possible in the current state
+    ├── UnavailableError         a shard the call needs is recovering (retry later)
+    └── NotSupportedError        a call this kind of server does not offer
 """
 
 from __future__ import annotations
@@ -134,3 +136,13 @@ class PermissionDeniedError(PSoupError):
         self.stream = stream
         self.right = right
         super().__init__(message)
+
+
+class UnavailableError(PSoupError):
+    """A part of the server the call needs (an engine shard) cannot answer now, e.g.
+    while it recovers after a crash; the same call may succeed later."""
+
+
+class NotSupportedError(PSoupError):
+    """The call exists but this kind of server does not offer it (a sharded server's
+    subscriptions, for one)."""

@@ -112,3 +112,91 @@ def _grouped(item: SelectItem, vals: np.ndarray, starts: np.ndarray, counts: np.
     if item.func == "MIN":
         return np.minimum.reduceat(vals, starts).tolist()
     return np.maximum.reduceat(vals, starts).tolist()
+
+
+# -- partial states, for a sharded engine's gather (psoup/shard/gather.py) -------------------
+
+
+def partial(spec: QuerySpec, n: int, fetch: Fetch, group: np.ndarray | None = None) -> dict:
+    """An aggregate's mergeable state over ``n`` matched rows: group key (None without
+    GROUP BY) -> one state per select item: COUNT its count, SUM and AVG ``[exact sum,
+    count]``, MIN and MAX the value (None over no rows), a plain (group) column None.
+    ``merge`` of the states of disjoint row sets gives ``aggregate`` of their union.
+    O(n log n) at most, as ``aggregate``."""
+    if group is None:
+        return {None: [_state(item, n, fetch(item) if n and item.func != "COUNT" else None)
+                       for item in spec.select]}  # fmt: skip
+    if not n:
+        return {}
+    order = np.argsort(group, kind="stable")
+    g = group[order]
+    starts = np.concatenate(([0], np.flatnonzero(g[1:] != g[:-1]) + 1))
+    ends = np.concatenate((starts[1:], [n]))
+    out: dict = {key: [] for key in g[starts].tolist()}
+    keys = list(out)
+    for item in spec.select:
+        vals = fetch(item)[order] if item.func not in (None, "COUNT") else None
+        for key, a, z in zip(keys, starts.tolist(), ends.tolist(), strict=True):
+            out[key].append(_state(item, z - a, None if vals is None else vals[a:z]))
+    return out
+
+
+def _state(item: SelectItem, n: int, vals: np.ndarray | None):
+    if item.func is None:
+        return None
+    if item.func == "COUNT":
+        return n
+    if not n:
+        return None if item.func in ("MIN", "MAX") else [0, 0]
+    if item.func in ("SUM", "AVG"):
+        if vals.dtype.kind == "i":
+            return [_int_sum(vals), n]
+        return [vals.sum().item() if vals.dtype != object else sum(vals.tolist()), n]
+    if item.func == "MIN":
+        return vals.min().item() if vals.dtype != object else min(vals.tolist())
+    return vals.max().item() if vals.dtype != object else max(vals.tolist())
+
+
+def merge(spec: QuerySpec, parts: list[dict]) -> list[tuple]:
+    """The rows ``aggregate`` gives over the union of the row sets whose ``partial``
+    states are ``parts``: one row without GROUP BY, else a row per group, ascending.
+    Raises ResultOverflowError for an int SUM beyond 64 bits. O(groups x parts)."""
+    acc: dict = {}
+    for part in parts:
+        for key, states in part.items():
+            have = acc.get(key)
+            acc[key] = list(states) if have is None else [
+                _combine(item, x, y) for item, x, y in zip(spec.select, have, states, strict=True)
+            ]  # fmt: skip
+    if spec.group_by is None and None not in acc:
+        acc[None] = [_state(item, 0, None) for item in spec.select]
+    return [
+        tuple(key if item.func is None else _final(item, st)
+              for item, st in zip(spec.select, acc[key], strict=True))
+        for key in sorted(acc, key=lambda k: (k is None, k))
+    ]  # fmt: skip
+
+
+def _combine(item: SelectItem, x, y):
+    if item.func is None:
+        return None
+    if item.func == "COUNT":
+        return x + y
+    if item.func in ("SUM", "AVG"):
+        if not x[1]:
+            return y
+        return x if not y[1] else [x[0] + y[0], x[1] + y[1]]
+    if x is None or y is None:
+        return y if x is None else x
+    return min(x, y) if item.func == "MIN" else max(x, y)
+
+
+def _final(item: SelectItem, st):
+    if item.func == "COUNT" or item.func in ("MIN", "MAX"):
+        return st
+    total, n = st
+    if not n:
+        return None
+    if item.func == "AVG":
+        return total / n
+    return _checked(item, total) if isinstance(total, int) else total

@@ -5,11 +5,22 @@
    process (psoup/bench/grpc_load.py), on the same generated batches.
 2. Invoke latency: p50/p99 of a selective query (an equality, ~1 match) over a window of
    2^16 tuples, with 1, 4 and 16 concurrent clients while another process ingests.
+3. A CSV file through the command line: 1,000,000 rows of 4 int attributes written with
+   pyarrow's CSV writer into a temporary directory (~26 MB), sent by ``psoup ingest`` (a
+   child process) and, from numpy arrays, by ``clients.PSoupClient.insert_columns`` (a
+   child process too: psoup/bench/grpc_load.py), in batches of 8192, each into a fresh
+   server holding the same 65,536 equality queries; three times each, alternating.
+
+Costs (full size): part 1 generates 2,000,000 tuples per batch size and registers 65,536
+queries twice per batch size; part 3 registers them six times (~10 s each) and writes
+the CSV file once. The whole suite takes a few minutes on 2 cores; ``--quick`` (1024
+queries, smaller runs, a 100,000-row CSV) well under a minute.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -22,7 +33,7 @@ from tqdm import tqdm
 import psoup
 from psoup.bench import machine, report
 from psoup.bench.core import Section
-from psoup.bench.grpc_load import EQ_DOMAIN, SCHEMA, make_batches
+from psoup.bench.grpc_load import CSV_SCHEMA, EQ_DOMAIN, SCHEMA, csv_columns, make_batches
 from psoup.server import ServerConfig, start_server
 
 EQ_QUERY = "SELECT * FROM r WHERE a = :c BEGIN NOW - 9999 END NOW"
@@ -30,8 +41,8 @@ INVOKE_QUERY = "SELECT * FROM r WHERE a = :c BEGIN NOW - 65535 END NOW"
 MAX_WINDOW = 65_535  # the last 2^16 timestamps (one tuple each)
 
 
-def _setup(db: psoup.Engine, consts: list[int]) -> None:
-    db.create_stream("r", SCHEMA, time="t", max_window=MAX_WINDOW)
+def _setup(db: psoup.Engine, consts: list[int], schema: dict[str, str] = SCHEMA) -> None:
+    db.create_stream("r", schema, time="t", max_window=MAX_WINDOW)
     for c in consts:
         db.register(EQ_QUERY, params={"c": c})
 
@@ -138,17 +149,110 @@ def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) 
     return sec
 
 
+#: ``psoup ingest``'s summary line: "ingested N rows in B batches in S s (R rows/s); ...";
+#: S has two decimals, R is whole rows/s of the unrounded seconds, so R gives the time.
+_SUMMARY = re.compile(r"ingested ([\d,]+) rows? in .*? s \(([\d,]+) rows/s\)")
+
+
+def _cli_ingest(target: str, path: Path, batch_rows: int) -> dict:
+    """``psoup ingest r FILE`` as a user types it (progress bar and all, on a pipe here):
+    the rows and seconds of its own summary, and the child's wall-clock time."""
+    cmd = [sys.executable, "-m", "psoup", "ingest", "r", str(path), "--server", target,
+           "--batch-rows", str(batch_rows)]  # fmt: skip
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - start
+    m = _SUMMARY.search(done.stdout)
+    if m is None:
+        raise RuntimeError(f"no summary in psoup ingest's output: {done.stdout!r}")
+    rows = int(m[1].replace(",", ""))
+    return {"rows": rows, "seconds": rows / int(m[2].replace(",", "")), "wall": wall}
+
+
+def _client_ingest(target: str, rows: int, batch_rows: int, seed: int) -> dict:
+    start = time.perf_counter()
+    got = _load("client-ingest", target, "--seed", str(seed), "--rows", str(rows),
+                "--batch-rows", str(batch_rows))  # fmt: skip
+    return {**got, "wall": time.perf_counter() - start}
+
+
+def csv_ingest(n_queries: int, rows: int, batch_rows: int, seed: int, runs: int = 3) -> Section:
+    """``psoup ingest FILE.csv`` against the same rows sent from memory by PSoupClient."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    sec = Section(
+        f"A {rows:,}-row CSV file through `psoup ingest` vs the same rows from memory",
+        ["client", "batch rows", "rows", "seconds", "rows/s", "vs in-memory client",
+         "process wall s"],
+    )  # fmt: skip
+    consts = np.random.default_rng(seed).choice(EQ_DOMAIN, n_queries, replace=False).tolist()
+    runs_of: dict[str, list[dict]] = {"memory": [], "cli": []}
+    with tempfile.TemporaryDirectory(prefix="psoup-bench-csv-") as tmp:
+        path = Path(tmp) / "r.csv"
+        pacsv.write_csv(pa.table(csv_columns(seed, rows)), path)
+        size = path.stat().st_size
+        for k in tqdm(range(2 * runs), desc="csv ingest runs", leave=False):
+            which = "memory" if k % 2 == 0 else "cli"
+            srv = start_server(ServerConfig(port=0))
+            try:
+                srv.worker.call(lambda s=srv: _setup(s.engine, consts, CSV_SCHEMA))
+                target = f"127.0.0.1:{srv.port}"
+                if which == "memory":
+                    got = _client_ingest(target, rows, batch_rows, seed)
+                else:
+                    got = _cli_ingest(target, path, batch_rows)
+                stored = srv.engine.stats()["streams"]["r"]["tuples_ingested"]
+            finally:
+                srv.stop(grace=1)
+            if got["rows"] != rows or stored != rows:
+                raise RuntimeError(f"{which}: {got['rows']:,} rows acknowledged, {stored:,} stored")
+            runs_of[which].append(got)
+
+    def best(which: str) -> dict:
+        return min(runs_of[which], key=lambda r: r["seconds"])
+
+    memory = best("memory")
+    memory_rate = rows / memory["seconds"]
+    for which, label in (("memory", "PSoupClient.insert_columns (numpy arrays)"),
+                         ("cli", "psoup ingest r FILE.csv")):  # fmt: skip
+        got = best(which)
+        rate = rows / got["seconds"]
+        sec.rows.append([label, batch_rows, rows, got["seconds"], rate, rate / memory_rate,
+                         got["wall"]])  # fmt: skip
+    every = "; ".join(
+        f"{which}: " + ", ".join(f"{r['seconds']:.3f} s" for r in runs_of[which])
+        for which in ("memory", "cli")
+    )
+    sec.notes.append(
+        f"The CSV file ({size / 1e6:.1f} MB; columns {', '.join(CSV_SCHEMA)}, all int; a as "
+        "the equality workload, b and c uniform in [0, 10^6), t = 0, 1, ...) is written by "
+        "pyarrow's CSV writer. Each run starts a fresh in-memory server in this process "
+        f"with stream r and {n_queries:,} standing equality queries r.a = c (~1 match per "
+        "tuple); the client is a child process. 'seconds' is the best of "
+        f"{runs} runs, alternating (every run: {every}): for psoup ingest the time its "
+        "own summary line reports (from the first batch read to the last acknowledgement: "
+        "parsing the CSV with pyarrow, typing, encoding, sending), for the in-memory client "
+        "the insert_columns call on arrays already in memory. 'process wall s' is the child "
+        "process's whole life, interpreter start and imports included (for the in-memory "
+        "client also generating the arrays)."
+    )
+    return sec
+
+
 def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
-    """Run both parts; print tables; write BENCHMARKS.md's grpc section."""
+    """Run the three parts; print tables; write BENCHMARKS.md's grpc section."""
     if quick:
         sections = [
             ingest_rates(1024, 50_000, [1000], seed),
             invoke_latency(1024, [1, 4], 100, seed),
+            csv_ingest(1024, 100_000, 8192, seed),
         ]
     else:
         sections = [
             ingest_rates(65_536, 2_000_000, [1000, 8192, 65_536], seed),
             invoke_latency(65_536, [1, 4, 16], 2000, seed),
+            csv_ingest(65_536, 1_000_000, 8192, seed),
         ]
     where = machine.describe()
     command = "psoup bench grpc" + (" --quick" if quick else "")

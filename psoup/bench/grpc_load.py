@@ -13,8 +13,14 @@ in each second and the calls refused (``psoup bench overload``).
 runs C threads, each invoking M random handles from FILE (one per line), and prints
 JSON ``{"latencies_ms": [...]}``.
 
-Both use the generated stubs and psoup.api.codec directly, so what is measured is the
+These use the generated stubs and psoup.api.codec directly, so what is measured is the
 transport and the server, not a client library's conveniences.
+
+``python -m psoup.bench.grpc_load client-ingest TARGET --seed S --rows N --batch-rows B``
+is the other way round: the in-memory client ``psoup ingest`` is compared with. It makes
+the CSV workload's N rows (``csv_columns``, the rows of the bench's CSV file) as numpy
+arrays and sends them with ``clients.PSoupClient.insert_columns`` in batches of B, timed
+from the call to its last acknowledgement, and prints ``{"rows": ..., "seconds": ...}``.
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ from psoup.api import psoup_pb2_grpc as pb_grpc
 
 EQ_DOMAIN = 65_536
 SCHEMA = {"a": "int", "t": "int"}
+#: The CSV ingest comparison's stream: the equality workload's ``a``, two more int
+#: attributes and the time.
+CSV_SCHEMA = {"a": "int", "b": "int", "c": "int", "t": "int"}
 
 
 def make_batch(rng: np.random.Generator, rows: int, t0: int) -> dict[str, np.ndarray]:
@@ -46,6 +55,35 @@ def make_batches(seed: int, count: int, rows: int, t0: int = 0) -> list[dict[str
     """``count`` batches of ``rows`` rows, the same for a given seed in every process."""
     rng = np.random.default_rng(seed)
     return [make_batch(rng, rows, t0 + k * rows) for k in range(count)]
+
+
+def csv_columns(seed: int, rows: int) -> dict[str, np.ndarray]:
+    """The CSV comparison's rows as columns (CSV_SCHEMA): ``a`` as the equality workload,
+    ``b`` and ``c`` uniform in [0, 10^6), t = 0, 1, ...; the same for a given seed."""
+    rng = np.random.default_rng(seed)
+    return {
+        "a": rng.integers(0, EQ_DOMAIN, rows),
+        "b": rng.integers(0, 1_000_000, rows),
+        "c": rng.integers(0, 1_000_000, rows),
+        "t": np.arange(rows, dtype=np.int64),
+    }
+
+
+def client_ingest(target: str, stream: str, seed: int, rows: int, batch_rows: int) -> dict:
+    """Send ``csv_columns(seed, rows)`` into ``stream`` with the client library, in
+    batches of ``batch_rows``; time the insert (the channel is connected first by a
+    DescribeStream, as ``psoup ingest`` does before its clock starts; the insert asks for
+    the schema once more, one round trip)."""
+    from clients import PSoupClient
+
+    columns = csv_columns(seed, rows)
+    with PSoupClient(target, batch_rows=batch_rows) as c:
+        c.describe_stream(stream)
+        start = time.perf_counter()
+        res = c.insert_columns(stream, columns)
+        end = time.perf_counter()
+    assert res.count == rows, res
+    return {"rows": res.count, "seconds": end - start}
 
 
 def ingest(target: str, seed: int, batches: int, rows: int, warm: int, t0: int) -> dict:
@@ -158,6 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("ingest-forever", help="background ingest until killed")
     v = sub.add_parser("invoke", help="concurrent invokers")
     fl = sub.add_parser("flood", help="ingest as fast as the server takes it, for a while")
+    ci = sub.add_parser("client-ingest", help="the CSV rows from memory with PSoupClient")
+    ci.add_argument("target", help="HOST:PORT of the server")
+    ci.add_argument("--seed", type=int, default=7, help="random seed")
+    ci.add_argument("--stream", default="r", help="the stream to ingest into")
+    ci.add_argument("--rows", type=int, required=True, help="rows to send")
+    ci.add_argument("--batch-rows", type=int, default=8192, help="rows per batch")
     fl.add_argument("target", help="HOST:PORT of the server")
     fl.add_argument("--seed", type=int, default=7, help="random seed")
     fl.add_argument("--stream", required=True, help="the stream to flood")
@@ -177,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.mode == "ingest":
         out = ingest(a.target, a.seed, a.batches, a.rows, a.warm, a.t0)
+    elif a.mode == "client-ingest":
+        out = client_ingest(a.target, a.stream, a.seed, a.rows, a.batch_rows)
     elif a.mode == "flood":
         out = flood(a.target, a.stream, a.seed, a.rows, a.seconds)
     elif a.mode == "ingest-forever":

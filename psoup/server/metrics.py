@@ -55,17 +55,6 @@ class Metrics:
         return float(p50), float(p90), float(p99), len(arr)
 
 
-def rss_bytes() -> int:
-    """Resident set size of this process (0 where /proc is missing)."""
-    try:
-        with open("/proc/self/statm") as f:
-            import os
-
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 def release_free_memory() -> None:
     """Give freed heap memory back to the OS (glibc's malloc_trim; a no-op elsewhere).
 

@@ -30,16 +30,19 @@ from psoup.engine import Engine, Query
 from psoup.errors import (
     AlreadyExistsError,
     NotFoundError,
+    NotSupportedError,
     PermissionDeniedError,
     PreconditionError,
     PSoupError,
     ResultOverflowError,
+    UnavailableError,
 )
+from psoup.procinfo import rss_bytes
 from psoup.server.auth import Authenticator, AuthError
 from psoup.server.config import ServerConfig
 from psoup.server.guard import UndecodableRequest
 from psoup.server.loads import BudgetExceeded, Loads, UnknownLoad
-from psoup.server.metrics import Metrics, release_free_memory, rss_bytes
+from psoup.server.metrics import Metrics, release_free_memory
 from psoup.server.observe import Observer
 from psoup.server.worker import EngineWorker, QueueFull
 from psoup.storage.log import StorageError, StorageFullError
@@ -51,6 +54,8 @@ _STATUS = (
     (PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
     (PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
     (ResultOverflowError, grpc.StatusCode.OUT_OF_RANGE),
+    (UnavailableError, grpc.StatusCode.UNAVAILABLE),
+    (NotSupportedError, grpc.StatusCode.UNIMPLEMENTED),
     (StorageFullError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (StorageError, grpc.StatusCode.INTERNAL),
     (PSoupError, grpc.StatusCode.INVALID_ARGUMENT),

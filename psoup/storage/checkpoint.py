@@ -83,6 +83,7 @@ def write(
                 "file": file,
                 "owner": si.owner,
                 "grants": si.grants,
+                "partition_by": si.partition_by,
             }
         )
     states = {}
@@ -149,7 +150,8 @@ def read(path: Path) -> EngineImage:
             streams.append(
                 StreamImage(s["name"], schema, s["max_window"], s["last_ts"],
                             s["tuples_ingested"], s["start_seq"], parts,
-                            owner=s.get("owner"), grants=s.get("grants", {}))
+                            owner=s.get("owner"), grants=s.get("grants", {}),
+                            partition_by=s.get("partition_by"))
             )  # fmt: skip
         states = {n: (path / f).read_bytes() for n, f in catalog["states"].items()}
         queries = [tuple(q) for q in catalog["queries"]]

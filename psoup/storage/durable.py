@@ -136,7 +136,11 @@ class DataDir:
             )
         n, last = 0, after
         for lsn, payload in wal.read_log(self.wal_dir, after=after):
-            apply(engine, decode(payload), self.path / "loads")
+            engine.replay_lsn = lsn
+            try:
+                apply(engine, decode(payload), self.path / "loads")
+            finally:
+                engine.replay_lsn = None
             n, last = n + 1, lsn
             self._since += len(payload)  # not in a checkpoint yet
         last = max(last, wal.last_lsn(self.wal_dir))
@@ -290,14 +294,18 @@ def apply(engine, rec: Record, loads: Path) -> None:
     """Make one logged change on ``engine`` (whose journal is not attached yet); a bulk
     load's rows are read from ``loads``."""
     f = rec.fields
+    if "tag" in f and engine.on_tag is not None:
+        engine.on_tag(f["tag"])
     try:
-        if rec.op == "insert":
+        if rec.op == "insert" and "advance_to" in f:  # a shard's part (psoup/shard)
+            engine.insert_part(f["stream"], rec.columns[:-1], rec.columns[-1], f["advance_to"])
+        elif rec.op == "insert":
             st = engine.streams[f["stream"]]
             engine.insert_columns(f["stream"], dict(zip(st.schema.names, rec.columns, strict=True)))
         elif rec.op == "create_stream":
             engine.create_stream(
                 f["name"], [tuple(a) for a in f["schema"]], f["time"], f["max_window"],
-                f.get("owner"), recovered=True,
+                f.get("owner"), recovered=True, partition_by=f.get("partition_by"),
             )  # fmt: skip
         elif rec.op == "grant":
             engine.set_grant(f["stream"], f["client"], f["right"], f["granted"])
@@ -310,7 +318,13 @@ def apply(engine, rec: Record, loads: Path) -> None:
         elif rec.op == "replace":
             st = engine.streams[f["stream"]]
             cols = rec.columns or _read_load(loads / f["file"])
-            engine.replace_contents(f["stream"], dict(zip(st.schema.names, cols, strict=True)))
+            if "advance_to" in f:  # a shard's part of a bulk load, with its tuple ids
+                engine.replace_contents(
+                    f["stream"], dict(zip(st.schema.names, cols[:-1], strict=True)),
+                    tids=cols[-1], advance_to=f["advance_to"],
+                )
+            else:
+                engine.replace_contents(f["stream"], dict(zip(st.schema.names, cols, strict=True)))
         elif rec.op == "drop_stream":
             engine.drop_stream(f["name"])
     except PSoupError:

@@ -1,0 +1,301 @@
+"""The sharded engine's front-end: the catalog and the engine API over N shards.
+
+``ShardedEngine`` is an ``Engine`` whose streams hold no tuples: it keeps the catalog
+(streams, their partition attribute, owners and grants, queries and handles, the
+clock of each stream) and sends the work to shards through ``Channel``s
+(psoup/shard/channel.py), so the gRPC servicer serves it unchanged.
+
+* ingest: the batch is validated whole, given its tuple ids, written to the front-end's
+  own log (with a data directory), split by the partition attribute, and each shard
+  holding the stream gets its part and the batch's newest time (an empty part too), so
+  every shard's NOW and retention horizon are the whole stream's;
+* register: the query is compiled and placed (psoup/shard/partition.py; a join that
+  could span shards is refused before anything changes) and registered under the same
+  handle on its shards;
+* invoke: each of the query's shards answers for its tuples (``Engine.invoke_parts``);
+  rows are merged in the single engine's order by their keys (tuple ids; for joins the
+  older tuple's time and both ids), aggregates by merging partial states
+  (``result.merge``).
+
+Every operation is submitted to the channels under the front-end's lock, so each shard
+applies them in one global order: an invoke sees every batch acknowledged before it and
+a batch split over shards whole or not at all. Answers are awaited outside the lock, so
+a shard that is recovering holds up only the calls that need it: a read waits
+``read_timeout`` seconds and then answers UNAVAILABLE; writes wait until the shard is
+back (they are in the front-end's log and will be applied).
+
+Durability: the front-end's log holds every change with its operation id (the record's
+LSN). At start it is replayed and every change sent again; each shard passes over those
+it made durable already, so a crash of the front-end between two shards' parts of a
+batch leaves the batch whole after recovery. The front-end's checkpoints hold only the
+catalog and are taken once every shard has answered everything before them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+
+import numpy as np
+
+from psoup.engine import Engine, EngineImage
+from psoup.errors import (
+    AlreadyExistsError,
+    NotSupportedError,
+    UnavailableError,
+    UnknownHandleError,
+    UnknownStreamError,
+)
+from psoup.plan import Plan
+from psoup.query import compile_query
+from psoup.result import merge
+from psoup.shard.channel import Channel
+from psoup.shard.partition import placement, split, stream_shards
+from psoup.values import InsertResult, Result, check_time, columns_to_arrays, rows_to_columns
+
+WRITE_TIMEOUT = 300.0  # a write waits this long for a recovering shard
+
+
+class ShardedEngine(Engine):
+    """The engine API over ``channels`` (one per shard)."""
+
+    def __init__(
+        self, channels: Sequence[Channel], strategy: str = "psoup-p", read_timeout: float = 10.0
+    ):
+        super().__init__(strategy=strategy)
+        self.channels = list(channels)
+        self.n = len(self.channels)
+        self.read_timeout = read_timeout
+        self.placements: dict[str, list[int]] = {}  # handle -> shards
+        self._ops = 0
+        self._restoring = False
+
+    # -- operation ids and calls ------------------------------------------------------
+    def _tag(self) -> int:
+        """The id of the change just logged: its LSN (replayed: the record's)."""
+        if self.replay_lsn is not None:
+            return self.replay_lsn
+        if self.storage is not None and self.journal is not None:
+            return self.storage.log.written_lsn
+        self._ops += 1
+        return self._ops
+
+    def _send(self, shards, tag, method, *args, **kwargs) -> list[tuple[int, Future]]:
+        return [(k, self.channels[k].submit(tag, method, *args, **kwargs)) for k in shards]
+
+    def _wait(self, futs, timeout: float, ignore=()) -> list:
+        """The futures' values in order; a shard's error is raised. UnavailableError
+        names the shard that did not answer within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        out = []
+        for k, fut in futs:
+            try:
+                out.append(fut.result(max(0.0, deadline - time.monotonic())))
+            except FutureTimeout:
+                raise UnavailableError(
+                    f"shard {k} is not answering (recovering after a crash?); "
+                    "retry in a few seconds"
+                ) from None
+            except ignore:
+                out.append(None)
+        return out
+
+    def _stream_shards(self, name: str) -> list[int]:
+        return stream_shards(self.streams[name].partition_by, name, self.n)
+
+    # -- streams -------------------------------------------------------------------------
+    def create_stream(self, name, schema, time, max_window=None, owner=None, *,
+                      recovered=False, partition_by=None):  # fmt: skip
+        """As ``Engine.create_stream``, on the shards that will hold the stream too."""
+        with self.lock:
+            sch = super().create_stream(name, schema, time, max_window, owner,
+                                        recovered=recovered, partition_by=partition_by)  # fmt: skip
+            if self._restoring:
+                return sch
+            decl = list(zip(sch.names, sch.types, strict=True))
+            futs = self._send(self._stream_shards(name), self._tag(), "create_stream",
+                              name, decl, time, max_window, owner, recovered=True,
+                              partition_by=partition_by)  # fmt: skip
+        self._wait(futs, WRITE_TIMEOUT, ignore=AlreadyExistsError)
+        return sch
+
+    def drop_stream(self, name: str) -> None:
+        with self.lock:
+            shards = self._stream_shards(name) if name in self.streams else []
+            super().drop_stream(name)
+            futs = self._send(shards, self._tag(), "drop_stream", name)
+        self._wait(futs, WRITE_TIMEOUT, ignore=UnknownStreamError)
+
+    # -- ingest --------------------------------------------------------------------------
+    def insert(self, name, rows) -> InsertResult:
+        with self.lock:
+            cols = rows_to_columns(self._stream(name).schema, rows)
+            return self._insert(name, cols)
+
+    def insert_columns(self, name, columns) -> InsertResult:
+        with self.lock:
+            cols = columns_to_arrays(self._stream(name).schema, columns)
+            return self._insert(name, cols)
+
+    def _insert(self, name: str, cols: list[np.ndarray]) -> InsertResult:
+        with self.lock:
+            st = self._stream(name)
+            check_time(st.schema, cols, st.last_ts)
+            n = len(cols[0]) if cols else 0
+            if not n:
+                return InsertResult(self._next_tid, self._next_tid - 1, 0, 0)
+            self._log("insert", {"stream": name}, cols)
+            tag = self._tag()
+            tids = np.arange(self._next_tid, self._next_tid + n, dtype=np.int64)
+            self._next_tid += n
+            last = cols[st.schema.time_index][-1].item()
+            st.last_ts = last
+            st.tuples_ingested += n
+            futs = self._send_parts(st, tag, "insert_part", cols, tids, last)
+        got = self._wait(futs, WRITE_TIMEOUT)
+        return InsertResult(int(tids[0]), int(tids[-1]), n,
+                            sum(r.matches for r in got if r is not None))  # fmt: skip
+
+    def _send_parts(self, st, tag, method, cols, tids, last):
+        """Each shard of ``st`` its rows of the batch (maybe none) and the batch's newest
+        time ``last``. O(rows)."""
+        if st.partition_by is None:
+            rows = {self._stream_shards(st.name)[0]: slice(None)}
+        else:
+            parts = split(cols[st.schema.names.index(st.partition_by)], self.n)
+            rows = dict(enumerate(parts))
+        futs = []
+        for k, idx in rows.items():
+            part = [c[idx] for c in cols]
+            if method == "insert_part":
+                futs += self._send([k], tag, method, st.name, part, tids[idx], last)
+            else:
+                futs += self._send([k], tag, method, st.name,
+                                   dict(zip(st.schema.names, part, strict=True)),
+                                   tids=tids[idx], advance_to=last)  # fmt: skip
+        return futs
+
+    def replace_contents(self, name, columns, *, tids=None, advance_to=None) -> InsertResult:
+        """As ``Engine.replace_contents``: every shard of the stream replaces its part."""
+        with self.lock:
+            st = self._stream(name)
+            cols = columns_to_arrays(st.schema, columns)
+            ts = cols[st.schema.time_index]
+            n = len(ts)
+            if n > 1 and not bool(np.all(ts[1:] >= ts[:-1])):
+                order = np.argsort(ts, kind="stable")
+                cols = [c[order] for c in cols]
+            self._log("replace", {"stream": name}, cols)
+            tag = self._tag()
+            ids = np.arange(self._next_tid, self._next_tid + n, dtype=np.int64)
+            self._next_tid += n
+            last = cols[st.schema.time_index][-1].item() if n else None
+            st.last_ts = last
+            st.tuples_ingested = n
+            futs = self._send_parts(st, tag, "replace_contents", cols, ids, last)
+        got = self._wait(futs, WRITE_TIMEOUT)
+        first = int(ids[0]) if n else self._next_tid
+        return InsertResult(first, first + n - 1, n,
+                            sum(r.matches for r in got if r is not None))  # fmt: skip
+
+    # -- queries -------------------------------------------------------------------------
+    def restore_query(self, handle, text, params, owner, registered_at, allow=None) -> str:
+        """As ``Engine.restore_query``, on the shards the query needs (refused with
+        UnsupportedQueryError, before anything changes, when no shard could answer it
+        exactly)."""
+        with self.lock:
+            spec = compile_query(text, params, self.schemas())
+            plan = Plan(spec, self.schemas())
+            parts = {s: self.streams[s].partition_by for s in plan.streams}
+            shards = placement(plan, parts, self.n)
+            super().restore_query(handle, text, params, owner, registered_at, allow=allow)
+            self.placements[handle] = shards
+            if self._restoring:
+                return handle
+            futs = self._send(shards, self._tag(), "restore_query", handle, text,
+                              dict(params or {}), owner, registered_at)  # fmt: skip
+        self._wait(futs, WRITE_TIMEOUT, ignore=AlreadyExistsError)
+        return handle
+
+    def unregister(self, handle: str) -> None:
+        with self.lock:
+            super().unregister(handle)
+            shards = self.placements.pop(handle)
+            futs = self._send(shards, self._tag(), "unregister", handle)
+        self._wait(futs, WRITE_TIMEOUT, ignore=UnknownHandleError)
+
+    def subscribe(self, handle, callback):
+        raise NotSupportedError(
+            "Subscribe: a sharded server (psoup serve --shards) does not offer "
+            "subscriptions yet; invoke the query instead"
+        )
+
+    def invoke(self, handle: str, now=None) -> Result:
+        """The query's result, gathered from its shards: rows merged in the single
+        engine's order (O(rows log shards)), aggregates merged from partial states
+        (O(groups x shards)). UnavailableError when a shard does not answer in
+        ``read_timeout`` seconds."""
+        with self.lock:
+            q = self._query(handle)
+            if now is not None:
+                self._check_now(q, now)
+            q.invocations += 1
+            futs = self._send(self.placements[handle], None, "invoke_parts", handle, now)
+        parts = self._wait(futs, self.read_timeout)
+        spec = q.spec
+        nows = [p[0] for p in parts if p[0] is not None]
+        at = max(nows) if nows else None
+        bounds = next((p[1] for p in parts if p[0] == at), None)
+        types = tuple(item.type for item in spec.select)
+        if spec.is_aggregate:
+            rows = merge(spec, [p[2] for p in parts])
+        elif len(parts) == 1:
+            rows = parts[0][2]
+        else:
+            merged = heapq.merge(*(zip(p[3], p[2], strict=True) for p in parts),
+                                 key=lambda kr: kr[0])  # fmt: skip
+            rows = [r for _, r in merged]
+        return Result(spec.columns, types, rows, at, bounds)
+
+    # -- the rest ------------------------------------------------------------------------
+    def stats(self) -> dict[str, object]:
+        """The front-end's catalog with each stream's stored tuples, bytes and index
+        counts summed over the shards (asks every shard: O(shards x streams))."""
+        with self.lock:
+            out = super().stats()
+            futs = self._send(range(self.n), None, "stats")
+        per_shard = self._wait(futs, self.read_timeout)
+        out["matches_marked"] = sum(s["matches_marked"] for s in per_shard)
+        for name, row in out["streams"].items():
+            for key in ("tuples_stored", "bytes", "query_entries"):
+                row[key] = sum(s["streams"].get(name, {}).get(key, 0) for s in per_shard)
+        out["shards"] = [
+            {"index": k, "queries": s["queries"], "restarts": self.channels[k].restarts,
+             "tuples_stored": sum(r["tuples_stored"] for r in s["streams"].values())}
+            for k, s in enumerate(per_shard)
+        ]  # fmt: skip
+        return out
+
+    def capture(self) -> EngineImage:
+        """The catalog as of now, once every shard has answered all before it (so the
+        log before it is needed no more)."""
+        with self.lock:
+            for ch in self.channels:
+                ch.drain()
+            return super().capture()
+
+    def restore_image(self, img: EngineImage) -> None:
+        """The catalog from a front-end checkpoint (the shards have it already)."""
+        self._restoring = True
+        try:
+            super().restore_image(img)
+        finally:
+            self._restoring = False
+
+    def close(self) -> None:
+        super().close()
+        for ch in self.channels:
+            ch.close()

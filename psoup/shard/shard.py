@@ -1,0 +1,143 @@
+"""One engine shard: an engine in a data directory of its own, fed numbered operations.
+
+The front-end (psoup/shard/front.py) numbers every change it sends (its operation id,
+the LSN of its own log record) and a shard logs that number with the change
+(``Engine.op_tag``), so after a crash the shard knows the last change it made durable
+(``last_op``: replayed from its log, kept in its checkpoints). An operation sent again
+after a crash (the front-end resends what it has no answer for) whose number is not
+above ``last_op`` is passed over: nothing is lost and nothing is applied twice.
+
+Each incarnation has an ``epoch`` (random). Every call names the epoch the caller knows;
+a call meant for an earlier incarnation is refused with ``StaleEpoch``, so a call sent
+before a crash but run by the restarted shard cannot overtake the resent ones.
+
+Under Ray the class runs as an actor (psoup/shard/cluster.py); in tests it also runs in
+the caller's process. Nothing here imports Ray or gRPC.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+from psoup.engine import Engine
+
+# What the front-end may ask of a shard: the engine's methods that change or read it.
+_OPS = frozenset(
+    {"create_stream", "drop_stream", "insert_part", "replace_contents", "restore_query",
+     "unregister", "invoke_parts", "stats", "describe_streams"}
+)  # fmt: skip
+
+
+class StaleEpoch(Exception):
+    """A call meant for an earlier incarnation of the shard."""
+
+
+class Shard:
+    """An engine shard; ``data_dir`` None keeps it in memory (lost with the process)."""
+
+    def __init__(
+        self,
+        index: int,
+        data_dir: str | None = None,
+        sync: str = "batch",
+        strategy: str = "psoup-p",
+        checkpoint_bytes: int | None = None,
+        **engine_options,
+    ):
+        self.index = index
+        self.epoch = secrets.token_hex(8)
+        self.last_op = 0
+        self.engine = Engine(strategy=strategy, **engine_options)
+        self.engine.on_tag = self._replayed
+        self.engine.add_state("shard", self)
+        self.data = None
+        self.recovered_records = 0
+        if data_dir is not None:
+            from psoup.storage.durable import CHECKPOINT_BYTES, DataDir
+            from psoup.storage.log import Sync
+
+            Path(data_dir).mkdir(parents=True, exist_ok=True)
+            self.data = DataDir(
+                data_dir, Sync.parse(sync), application=f"shard-{index}",
+                checkpoint_bytes=checkpoint_bytes or CHECKPOINT_BYTES,
+            )  # fmt: skip
+            self.recovered_records = self.data.recover(self.engine).records
+
+    # -- the engine state that checkpoints keep (Engine.add_state) ----------------------
+    def snapshot(self) -> bytes:
+        return json.dumps({"last_op": self.last_op}).encode()
+
+    def restore(self, blob: bytes) -> None:
+        self.last_op = max(self.last_op, json.loads(blob)["last_op"])
+
+    def _replayed(self, tag: int) -> None:
+        self.last_op = max(self.last_op, tag)
+
+    # -- calls ---------------------------------------------------------------------------
+    def hello(self) -> tuple[str, int, int]:
+        """(epoch, last durable operation, shard index)."""
+        return self.epoch, self.last_op, self.index
+
+    def call(self, epoch: str, ops: list[tuple]) -> list[tuple[bool, object]]:
+        """Run ``ops`` ((op id or None, method, args, kwargs), in order) and return one
+        (ok, value or exception) each, once the changes are durable per the sync mode
+        (one fsync for the lot). A change whose id is not above ``last_op`` was made
+        before: it is passed over and answers (True, None). Raises StaleEpoch."""
+        if epoch != self.epoch:
+            raise StaleEpoch(f"shard {self.index}: epoch {epoch} is gone (now {self.epoch})")
+        out: list[tuple[bool, object]] = []
+        for tag, method, args, kwargs in ops:
+            if method not in _OPS:
+                out.append((False, ValueError(f"shard: no operation {method!r}")))
+                continue
+            if tag is not None and tag <= self.last_op:
+                out.append((True, None))
+                continue
+            self.engine.op_tag = tag
+            try:
+                fn = (
+                    getattr(self, method)
+                    if method == "describe_streams"
+                    else getattr(self.engine, method)
+                )
+                out.append((True, fn(*args, **kwargs)))
+            except Exception as exc:  # the caller decides; the shard stays up
+                out.append((False, exc))
+            finally:
+                self.engine.op_tag = None
+                if tag is not None:
+                    self.last_op = max(self.last_op, tag)
+        if self.data is not None:
+            self.data.wait()
+        return out
+
+    def describe_streams(self) -> dict[str, dict]:
+        """Per stream: tuples stored and the clock (for ``psoup cluster status``)."""
+        with self.engine.lock:
+            return {
+                name: {"tuples": len(st.stem), "last_ts": st.last_ts}
+                for name, st in self.engine.streams.items()
+            }
+
+    def status(self) -> dict:
+        """What ``psoup cluster status`` shows of this shard."""
+        import os
+
+        from psoup.procinfo import rss_bytes
+
+        with self.engine.lock:
+            return {
+                "index": self.index,
+                "epoch": self.epoch,
+                "pid": os.getpid(),
+                "last_op": self.last_op,
+                "queries": len(self.engine.queries),
+                "tuples": sum(len(st.stem) for st in self.engine.streams.values()),
+                "rss_bytes": rss_bytes(),
+                "recovered_records": self.recovered_records,
+            }
+
+    def close(self) -> None:
+        self.engine.close()
