@@ -141,10 +141,11 @@ class AsyncPSoupClient:
         time: str,
         max_window: int | float | None = None,
         *,
+        partition_by: str | None = None,
         timeout: Timeout = DEFAULT,
     ) -> StreamInfo:
         """Declare a stream; see ``PSoupClient.create_stream``."""
-        req = messages.create_stream_request(name, schema, time, max_window)
+        req = messages.create_stream_request(name, schema, time, max_window, partition_by)
         info = messages.stream_info(await self._unary(self._stub.CreateStream, req, timeout))
         self._schemas[name] = batching.schema_of(info)
         return info

@@ -37,6 +37,7 @@ class StreamInfo:
     last_ts: int | float | None = None
     owner: str = ""  # the client that created it ("" without authentication)
     grants: dict[str, tuple[str, ...]] = field(default_factory=dict)  # client -> rights
+    partition_by: str | None = None  # spread over shards by this attribute (None: not)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,11 @@ def number(x: float) -> int | float:
 
 
 def create_stream_request(
-    name: str, schema: Mapping[str, str], time: str, max_window: float | None
+    name: str,
+    schema: Mapping[str, str],
+    time: str,
+    max_window: float | None,
+    partition_by: str | None = None,
 ) -> pb.CreateStreamRequest:
     """A CreateStreamRequest; an unknown type name is sent unspecified (the server names it)."""
     req = pb.CreateStreamRequest(
@@ -130,6 +135,7 @@ def create_stream_request(
             for a, t in schema.items()
         ],
         time=time,
+        partition_by=partition_by or "",
     )
     if max_window is not None:
         req.max_window = float(max_window)
@@ -170,6 +176,7 @@ def stream_info(msg: pb.StreamInfo) -> StreamInfo:
         last_ts=codec.from_value(msg.last_ts) if msg.HasField("last_ts") else None,
         owner=msg.owner,
         grants={g.client: tuple(g.rights) for g in msg.grants},
+        partition_by=msg.partition_by or None,
     )
 
 

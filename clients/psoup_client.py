@@ -140,13 +140,16 @@ class PSoupClient:
         time: str,
         max_window: int | float | None = None,
         *,
+        partition_by: str | None = None,
         timeout: Timeout = DEFAULT,
     ) -> StreamInfo:
         """Declare a stream (attribute -> 'int' | 'float' | 'str'); returns its description.
 
-        InvalidArgument for a bad declaration, AlreadyExists if the name is taken.
+        ``partition_by``: the int or str attribute a sharded server spreads the tuples
+        by (docs/SCALE_OUT.md). InvalidArgument for a bad declaration, AlreadyExists if
+        the name is taken.
         """
-        req = messages.create_stream_request(name, schema, time, max_window)
+        req = messages.create_stream_request(name, schema, time, max_window, partition_by)
         info = messages.stream_info(self._unary(self._stub.CreateStream, req, timeout))
         self._schemas[name] = batching.schema_of(info)
         return info

@@ -267,6 +267,11 @@ class Engine:
             raise UnknownStreamError(f"unknown stream {name!r}")
         return st
 
+    def tuples_stored(self, name: str) -> int:
+        """Tuples stream ``name`` retains now. O(1)."""
+        with self.lock:
+            return len(self._stream(name).stem)
+
     def schemas(self) -> dict[str, Schema]:
         return {n: s.schema for n, s in self.streams.items()}
 

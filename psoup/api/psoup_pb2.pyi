@@ -75,19 +75,21 @@ class Attribute(_message.Message):
     def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[Type, str]] = ...) -> None: ...
 
 class CreateStreamRequest(_message.Message):
-    __slots__ = ("name", "attributes", "time", "max_window")
+    __slots__ = ("name", "attributes", "time", "max_window", "partition_by")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     MAX_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_BY_FIELD_NUMBER: _ClassVar[int]
     name: str
     attributes: _containers.RepeatedCompositeFieldContainer[Attribute]
     time: str
     max_window: float
-    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., time: _Optional[str] = ..., max_window: _Optional[float] = ...) -> None: ...
+    partition_by: str
+    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., time: _Optional[str] = ..., max_window: _Optional[float] = ..., partition_by: _Optional[str] = ...) -> None: ...
 
 class StreamInfo(_message.Message):
-    __slots__ = ("name", "attributes", "time", "max_window", "tuples_stored", "tuples_ingested", "queries", "last_ts", "owner", "grants")
+    __slots__ = ("name", "attributes", "time", "max_window", "tuples_stored", "tuples_ingested", "queries", "last_ts", "owner", "grants", "partition_by")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +100,7 @@ class StreamInfo(_message.Message):
     LAST_TS_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     GRANTS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_BY_FIELD_NUMBER: _ClassVar[int]
     name: str
     attributes: _containers.RepeatedCompositeFieldContainer[Attribute]
     time: str
@@ -108,7 +111,8 @@ class StreamInfo(_message.Message):
     last_ts: Value
     owner: str
     grants: _containers.RepeatedCompositeFieldContainer[StreamGrant]
-    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., time: _Optional[str] = ..., max_window: _Optional[float] = ..., tuples_stored: _Optional[int] = ..., tuples_ingested: _Optional[int] = ..., queries: _Optional[int] = ..., last_ts: _Optional[_Union[Value, _Mapping]] = ..., owner: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[StreamGrant, _Mapping]]] = ...) -> None: ...
+    partition_by: str
+    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Iterable[_Union[Attribute, _Mapping]]] = ..., time: _Optional[str] = ..., max_window: _Optional[float] = ..., tuples_stored: _Optional[int] = ..., tuples_ingested: _Optional[int] = ..., queries: _Optional[int] = ..., last_ts: _Optional[_Union[Value, _Mapping]] = ..., owner: _Optional[str] = ..., grants: _Optional[_Iterable[_Union[StreamGrant, _Mapping]]] = ..., partition_by: _Optional[str] = ...) -> None: ...
 
 class StreamGrant(_message.Message):
     __slots__ = ("client", "rights")

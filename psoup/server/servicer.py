@@ -132,7 +132,8 @@ def _stream_info(db: Engine, name: str) -> pb.StreamInfo:
             for a, t in zip(schema.names, schema.types, strict=True)
         ],
         time=schema.time,
-        tuples_stored=len(st.stem),
+        tuples_stored=db.tuples_stored(name),
+        partition_by=st.partition_by or "",
         tuples_ingested=st.tuples_ingested,
         queries=len(st.queries),
         owner=st.owner or "",
@@ -230,8 +231,9 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
             def create():
                 self.engine.create_stream(
-                    request.name, schema, time=request.time, max_window=mw, owner=owner
-                )
+                    request.name, schema, time=request.time, max_window=mw, owner=owner,
+                    partition_by=request.partition_by or None,
+                )  # fmt: skip
                 return _stream_info(self.engine, request.name)
 
             info = self.worker.call(create)

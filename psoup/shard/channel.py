@@ -120,6 +120,16 @@ class Channel:
         except Exception as exc:  # the transport could not even send: treated as lost
             call.handle = ("lost", exc)
 
+    def wait_below(self, limit: int, timeout: float) -> None:
+        """Wait until fewer than ``limit`` operations are unanswered (or ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self._queued) + sum(len(c.ops) for c in self._inflight) >= limit:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
+
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every submitted operation is answered; returns False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout

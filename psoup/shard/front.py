@@ -8,7 +8,9 @@ clock of each stream) and sends the work to shards through ``Channel``s
 * ingest: the batch is validated whole, given its tuple ids, written to the front-end's
   own log (with a data directory), split by the partition attribute, and each shard
   holding the stream gets its part and the batch's newest time (an empty part too), so
-  every shard's NOW and retention horizon are the whole stream's;
+  every shard's NOW and retention horizon are the whole stream's. The call returns once
+  the parts are queued (the front-end's log holds the batch, so it is acknowledged
+  once that log is durable; its matches are not counted); invokes queue behind it;
 * register: the query is compiled and placed (psoup/shard/partition.py; a join that
   could span shards is refused before anything changes) and registered under the same
   handle on its shards;
@@ -34,6 +36,7 @@ catalog and are taken once every shard has answered everything before them.
 from __future__ import annotations
 
 import heapq
+import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -57,6 +60,9 @@ from psoup.shard.partition import placement, split, stream_shards
 from psoup.values import InsertResult, Result, check_time, columns_to_arrays, rows_to_columns
 
 WRITE_TIMEOUT = 300.0  # a write waits this long for a recovering shard
+MAX_PENDING = 64  # operations unanswered by one shard before ingest waits
+
+log = logging.getLogger("psoup.shard")
 
 
 class ShardedEngine(Engine):
@@ -72,6 +78,7 @@ class ShardedEngine(Engine):
         self.placements: dict[str, list[int]] = {}  # handle -> shards
         self._ops = 0
         self._restoring = False
+        self.part_errors: list[BaseException] = []
 
     # -- operation ids and calls ------------------------------------------------------
     def _tag(self) -> int:
@@ -131,11 +138,13 @@ class ShardedEngine(Engine):
 
     # -- ingest --------------------------------------------------------------------------
     def insert(self, name, rows) -> InsertResult:
+        self._backpressure()
         with self.lock:
             cols = rows_to_columns(self._stream(name).schema, rows)
             return self._insert(name, cols)
 
     def insert_columns(self, name, columns) -> InsertResult:
+        self._backpressure()
         with self.lock:
             cols = columns_to_arrays(self._stream(name).schema, columns)
             return self._insert(name, cols)
@@ -154,10 +163,23 @@ class ShardedEngine(Engine):
             last = cols[st.schema.time_index][-1].item()
             st.last_ts = last
             st.tuples_ingested += n
-            futs = self._send_parts(st, tag, "insert_part", cols, tids, last)
-        got = self._wait(futs, WRITE_TIMEOUT)
-        return InsertResult(int(tids[0]), int(tids[-1]), n,
-                            sum(r.matches for r in got if r is not None))  # fmt: skip
+            for _, fut in self._send_parts(st, tag, "insert_part", cols, tids, last):
+                fut.add_done_callback(self._part_done)
+        # Not waited for: the batch is in the front-end's log (durable once the caller's
+        # wait for it returns) and in the channels, which resend it after a shard crash;
+        # later invokes queue behind it on every shard. So matches are not counted here.
+        return InsertResult(int(tids[0]), int(tids[-1]), n, 0)
+
+    def _part_done(self, fut: Future) -> None:
+        if fut.exception() is not None:  # validated whole before it was sent: a bug
+            self.part_errors.append(fut.exception())
+            log.error("a shard refused its part of a batch: %s", fut.exception())
+
+    def _backpressure(self) -> None:
+        """Wait (outside the lock) while a shard has ``MAX_PENDING`` operations
+        unanswered, so a flood of ingest cannot queue without bound."""
+        for ch in self.channels:
+            ch.wait_below(MAX_PENDING, WRITE_TIMEOUT)
 
     def _send_parts(self, st, tag, method, cols, tids, last):
         """Each shard of ``st`` its rows of the batch (maybe none) and the batch's newest
@@ -259,6 +281,13 @@ class ShardedEngine(Engine):
                                  key=lambda kr: kr[0])  # fmt: skip
             rows = [r for _, r in merged]
         return Result(spec.columns, types, rows, at, bounds)
+
+    def tuples_stored(self, name: str) -> int:
+        """Summed over the stream's shards (asks them: O(shards))."""
+        with self.lock:
+            futs = self._send(self._stream_shards(name), None, "describe_streams")
+        got = self._wait(futs, self.read_timeout)
+        return sum(d.get(name, {}).get("tuples", 0) for d in got)
 
     # -- the rest ------------------------------------------------------------------------
     def stats(self) -> dict[str, object]:

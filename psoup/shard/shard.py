@@ -132,6 +132,7 @@ class Shard:
                 "index": self.index,
                 "epoch": self.epoch,
                 "pid": os.getpid(),
+                "node": os.uname().nodename,
                 "last_op": self.last_op,
                 "queries": len(self.engine.queries),
                 "tuples": sum(len(st.stem) for st in self.engine.streams.values()),

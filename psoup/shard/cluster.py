@@ -1,0 +1,145 @@
+"""Engine shards as Ray actors (``psoup serve --shards N [--ray ADDRESS]``).
+
+Without an address a Ray instance is started for this process: no dashboard, its logs
+and sockets under the data directory's ``ray/`` (when the path is short enough for a
+Unix socket), nothing of it on the terminal. With an address the server joins that
+cluster (``ray start --head`` on one machine, ``ray start --address`` on the others).
+
+Shard K is the actor ``psoup-shard-K`` in a namespace of the data directory's own, so
+two servers on one Ray cluster never share shards, and a server restarted after a crash
+finds its shards still running when the cluster outlived it. With a data directory the
+actors are detached (they outlive the process that made them) and Ray restarts a dead
+one without limit (``max_restarts=-1``); its constructor recovers the shard from
+``DIR/shards/shard-K``. Calls are never retried by Ray (``max_task_retries=0``): the
+channel resends, in order, under the new incarnation's epoch (psoup/shard/channel.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+from pathlib import Path
+
+from psoup.shard.channel import Channel, Lost
+from psoup.shard.shard import Shard, StaleEpoch
+
+
+class RayTransport:
+    """Calls to one shard actor."""
+
+    def __init__(self, actor):
+        self.actor = actor
+
+    def hello(self, timeout: float):
+        import ray
+
+        return ray.get(self.actor.hello.remote(), timeout=timeout)
+
+    def send(self, epoch: str, ops: list[tuple]):
+        return self.actor.call.remote(epoch, ops)
+
+    def result(self, ref, timeout: float | None):
+        import ray
+        from ray import exceptions as rx
+
+        try:
+            return ray.get(ref, timeout=timeout)
+        except rx.RayTaskError as err:
+            if isinstance(getattr(err, "cause", None), StaleEpoch):
+                raise StaleEpoch(str(err.cause)) from None
+            raise
+        except (rx.RayActorError, rx.ActorUnavailableError, rx.ObjectLostError) as err:
+            raise Lost(f"{type(err).__name__}: {err}") from None
+
+    def status(self, timeout: float) -> dict:
+        import ray
+
+        return ray.get(self.actor.status.remote(), timeout=timeout)
+
+
+def shard_dir(data_dir: str | Path, k: int) -> Path:
+    """Where shard ``k`` of the server on ``data_dir`` keeps its data."""
+    return Path(data_dir).resolve() / "shards" / f"shard-{k}"
+
+
+def namespace_for(data_dir: str | None) -> str:
+    """The Ray namespace of a server's shards: one per data directory (in memory: one
+    per process)."""
+    if data_dir is None:
+        return f"psoup-mem-{os.getpid()}-{secrets.token_hex(4)}"
+    digest = hashlib.sha1(str(Path(data_dir).resolve()).encode()).hexdigest()[:12]
+    return f"psoup-{digest}"
+
+
+def init_ray(address: str | None, data_dir: str | None, namespace: str) -> None:
+    """Join the Ray cluster at ``address``, or start one for this process."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # so `ray start` nodes can join
+    kwargs = dict(namespace=namespace, log_to_driver=False, configure_logging=False)
+    if address is None:
+        kwargs["include_dashboard"] = False
+        if data_dir is not None:
+            tmp = Path(data_dir).resolve() / "ray"
+            if len(str(tmp)) < 60:  # Ray's Unix socket paths must stay under ~107 bytes
+                tmp.mkdir(parents=True, exist_ok=True)
+                kwargs["_temp_dir"] = str(tmp)
+    ray.init(address=address, **kwargs)
+
+
+def start_shards(
+    n: int,
+    data_dir: str | None,
+    sync: str = "batch",
+    strategy: str = "psoup-p",
+    address: str | None = None,
+    **engine_options,
+) -> list[Channel]:
+    """Channels to ``n`` shard actors, started (or found running) on Ray."""
+    import ray
+
+    namespace = namespace_for(data_dir)
+    init_ray(address, data_dir, namespace)
+    actor_class = ray.remote(Shard)
+    channels = []
+    for k in range(n):
+        where = None if data_dir is None else str(shard_dir(data_dir, k))
+        opts = dict(name=f"psoup-shard-{k}", namespace=namespace, num_cpus=0,
+                    max_restarts=-1 if where else 0, max_task_retries=0,
+                    get_if_exists=True, max_concurrency=1)  # fmt: skip
+        if where:
+            opts["lifetime"] = "detached"
+        actor = actor_class.options(**opts).remote(k, where, sync, strategy, **engine_options)
+        channels.append(Channel(k, RayTransport(actor)))
+    return channels
+
+
+def stop_shards(channels: list[Channel]) -> None:
+    """Close each shard's data directory (a clean checkpoint) and end its actor."""
+    import ray
+
+    for ch in channels:
+        ch.close()
+        actor = ch.transport.actor
+        with contextlib.suppress(Exception):  # already gone: nothing to close
+            ray.get(actor.close.remote(), timeout=60)
+        ray.kill(actor, no_restart=True)
+
+
+def cluster_status(channels: list[Channel], timeout: float = 10.0) -> list[dict]:
+    """Each shard's status (index, node, pid, epoch, tuples, queries, memory, restarts);
+    a shard that does not answer in ``timeout`` is listed as unavailable."""
+    out = []
+    for ch in channels:
+        try:
+            row = ch.transport.status(timeout)
+            row["state"] = "recovering" if ch.recovering else "up"
+        except Exception as err:
+            row = {"index": ch.index, "state": f"unavailable ({type(err).__name__})"}
+        row["restarts"] = ch.restarts
+        out.append(row)
+    return out
