@@ -235,6 +235,20 @@ def stats(msg: pb.StatsResponse) -> dict[str, object]:
             {"handle": q.handle, "text": q.text, "invocations": q.invocations, "owner": q.owner}
             for q in msg.busiest_queries
         ],
+        "shards": [
+            {
+                "index": h.index,
+                "state": h.state,
+                "node": h.node,
+                "pid": h.pid,
+                "tuples_stored": h.tuples_stored,
+                "queries": h.queries,
+                "memory_bytes": h.memory_bytes,
+                "restarts": h.restarts,
+                "last_op": h.last_op,
+            }
+            for h in msg.shards
+        ],
     }
 
 

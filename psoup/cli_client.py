@@ -56,11 +56,14 @@ def _print(text: str) -> None:
 
 
 def stream_create(c: PSoupClient, args: argparse.Namespace) -> int:
-    info = c.create_stream(args.name, args.schema, args.time, args.max_window)
+    info = c.create_stream(
+        args.name, args.schema, args.time, args.max_window, partition_by=args.partition_by
+    )
     window = "" if info.max_window is None else f", max_window {info.max_window}"
+    spread = "" if info.partition_by is None else f", partitioned by {info.partition_by}"
     _print(
         f"created stream {info.name} ({formatting.schema_text(info.schema)}; "
-        f"time {info.time}{window})"
+        f"time {info.time}{window}{spread})"
     )
     return EXIT_OK
 
@@ -286,6 +289,21 @@ def stats(c: PSoupClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cluster_status(c: PSoupClient, args: argparse.Namespace) -> int:
+    shards = c.stats()["shards"]
+    if not shards:
+        print("error: the server is not sharded (psoup serve --shards N)", file=sys.stderr)
+        return EXIT_FAILED
+    if args.format == "json":
+        _print(formatting.to_json(shards))
+        return EXIT_OK
+    cols = ("shard", "state", "node", "pid", "tuples", "queries", "memory MB", "restarts")
+    rows = [(h["index"], h["state"], h["node"], h["pid"], h["tuples_stored"], h["queries"],
+             round(h["memory_bytes"] / 2**20, 1), h["restarts"]) for h in shards]  # fmt: skip
+    _print(formatting.table(cols, rows))
+    return EXIT_OK
+
+
 def backup(c: PSoupClient, args: argparse.Namespace) -> int:
     r = c.backup(os.path.abspath(args.directory))
     _print(
@@ -315,6 +333,7 @@ COMMANDS: dict[str, Callable[[PSoupClient, argparse.Namespace], int]] = {
     "unregister": unregister,
     "describe": describe,
     "stats": stats,
+    "cluster status": cluster_status,
     "backup": backup,
     "top": top,
 }

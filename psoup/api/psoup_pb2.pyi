@@ -381,7 +381,7 @@ class LatencyPercentiles(_message.Message):
     def __init__(self, p50_ms: _Optional[float] = ..., p90_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., count: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("strategy", "queries", "matches_marked", "ingest_rate", "invoke_latency", "queue_depth", "memory_bytes", "streams", "subscriptions", "busiest_queries")
+    __slots__ = ("strategy", "queries", "matches_marked", "ingest_rate", "invoke_latency", "queue_depth", "memory_bytes", "streams", "subscriptions", "busiest_queries", "shards")
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
     MATCHES_MARKED_FIELD_NUMBER: _ClassVar[int]
@@ -392,6 +392,7 @@ class StatsResponse(_message.Message):
     STREAMS_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     BUSIEST_QUERIES_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
     strategy: str
     queries: int
     matches_marked: int
@@ -402,7 +403,30 @@ class StatsResponse(_message.Message):
     streams: _containers.RepeatedCompositeFieldContainer[StreamStats]
     subscriptions: int
     busiest_queries: _containers.RepeatedCompositeFieldContainer[QueryStats]
-    def __init__(self, strategy: _Optional[str] = ..., queries: _Optional[int] = ..., matches_marked: _Optional[int] = ..., ingest_rate: _Optional[float] = ..., invoke_latency: _Optional[_Union[LatencyPercentiles, _Mapping]] = ..., queue_depth: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., subscriptions: _Optional[int] = ..., busiest_queries: _Optional[_Iterable[_Union[QueryStats, _Mapping]]] = ...) -> None: ...
+    shards: _containers.RepeatedCompositeFieldContainer[ShardStats]
+    def __init__(self, strategy: _Optional[str] = ..., queries: _Optional[int] = ..., matches_marked: _Optional[int] = ..., ingest_rate: _Optional[float] = ..., invoke_latency: _Optional[_Union[LatencyPercentiles, _Mapping]] = ..., queue_depth: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., subscriptions: _Optional[int] = ..., busiest_queries: _Optional[_Iterable[_Union[QueryStats, _Mapping]]] = ..., shards: _Optional[_Iterable[_Union[ShardStats, _Mapping]]] = ...) -> None: ...
+
+class ShardStats(_message.Message):
+    __slots__ = ("index", "state", "node", "pid", "tuples_stored", "queries", "memory_bytes", "restarts", "last_op")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    TUPLES_STORED_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_OP_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    state: str
+    node: str
+    pid: int
+    tuples_stored: int
+    queries: int
+    memory_bytes: int
+    restarts: int
+    last_op: int
+    def __init__(self, index: _Optional[int] = ..., state: _Optional[str] = ..., node: _Optional[str] = ..., pid: _Optional[int] = ..., tuples_stored: _Optional[int] = ..., queries: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., restarts: _Optional[int] = ..., last_op: _Optional[int] = ...) -> None: ...
 
 class QueryStats(_message.Message):
     __slots__ = ("handle", "text", "invocations", "owner")

@@ -1,7 +1,7 @@
 """The parsers of the client commands: ``stream create|list|describe|drop``, ``grant``,
 ``revoke``, ``ingest``, ``register``, ``invoke``, ``subscribe``, ``unregister``,
-``describe``, ``backup`` and ``stats``. Each sets ``client_command``, the key under which
-``psoup.cli_client`` runs it.
+``describe``, ``backup``, ``cluster status`` and ``stats``. Each sets
+``client_command``, the key under which ``psoup.cli_client`` runs it.
 """
 
 from __future__ import annotations
@@ -51,6 +51,11 @@ def add_parsers(sub) -> None:
         type=parse_number,
         metavar="N",
         help="keep only tuples with time >= latest time - N (default: keep everything)",
+    )
+    p.add_argument(
+        "--partition-by",
+        metavar="ATTR",
+        help="an int or str attribute a sharded server spreads the tuples by (docs/SCALE_OUT.md)",
     )
     p = client(ssub, "list", "list every stream", "stream list")
     p.add_argument("--format", choices=("table", "json"), default="table", help="output format")
@@ -153,6 +158,16 @@ def add_parsers(sub) -> None:
         help="where, on the server's machine (missing or empty; made absolute here); a "
         "server can start on it with psoup serve --data-dir",
     )
+
+    cluster = sub.add_parser(
+        "cluster",
+        help="a sharded server's shards (psoup serve --shards)",
+        description="The shards of a sharded psoup server.",
+    )
+    csub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    p = client(csub, "status", "list the shards: state, node, tuples, queries, memory, "
+               "restarts", "cluster status")  # fmt: skip
+    p.add_argument("--format", choices=("table", "json"), default="table", help="output format")
 
     p = client(sub, "stats", "show the server's engine and per-stream counters", "stats")
     p.add_argument(

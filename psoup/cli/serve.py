@@ -99,6 +99,19 @@ def add_parser(sub) -> None:
         help="keep nothing: a restart starts empty",
     )
     serve.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help="run the engine as N shards on Ray behind the same API (docs/SCALE_OUT.md); "
+        "streams created with --partition-by are spread over them",
+    )
+    serve.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="with --shards: join the Ray cluster at ADDRESS (default: start one for this "
+        "server, logs in the data directory)",
+    )
+    serve.add_argument(
         "--sync",
         type=_sync_mode,
         default="batch",
@@ -207,6 +220,10 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error("serve: --tls-cert and --tls-key go together")
     if args.tls_cert and (problem := _tls_problem(args.tls_cert, args.tls_key)):
         return _error(problem)
+    if args.ray and not args.shards:
+        parser.error("serve: --ray goes with --shards")
+    if args.shards is not None and args.shards < 1:
+        parser.error(f"serve: --shards must be at least 1, not {args.shards}")
     from psoup.server import ServerConfig, serve_forever
     from psoup.storage.durable import default_data_dir
     from psoup.storage.log import LogCorruptError
@@ -230,6 +247,8 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         data_dir=None if args.in_memory else str(args.data_dir or default_data_dir()),
         sync=args.sync,
         checkpoint_bytes=args.checkpoint_every << 20,
+        shards=args.shards,
+        ray_address=args.ray,
         metrics_port=args.metrics_port,
         log_level=args.log_level,
         log_format=args.log_format,

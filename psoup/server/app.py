@@ -60,6 +60,10 @@ class RunningServer:
         self.worker.stop()
         if self.engine.storage is not None:
             self.engine.storage.close()
+        if getattr(self.engine, "channels", None) is not None:  # a sharded engine
+            from psoup.shard.cluster import stop_shards
+
+            stop_shards(self.engine.channels)
 
     def wait_for_termination(self, timeout: float | None = None) -> bool:
         return self.server.wait_for_termination(timeout)
@@ -100,6 +104,19 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _engine(config: ServerConfig):
+    """One engine in this process, or (``--shards``) the front-end over shard actors on
+    Ray (imported only then)."""
+    if config.shards is None:
+        return psoup.connect(strategy=config.strategy)
+    from psoup.shard.cluster import start_shards
+    from psoup.shard.front import ShardedEngine
+
+    channels = start_shards(config.shards, config.data_dir, config.sync, config.strategy,
+                            config.ray_address)  # fmt: skip
+    return ShardedEngine(channels, strategy=config.strategy)
+
+
 def start_server(config: ServerConfig) -> RunningServer:
     """Build the engine, bind ``config.host:config.port`` (0 = any free port) and start.
 
@@ -122,13 +139,25 @@ def start_server(config: ServerConfig) -> RunningServer:
     app = AppSpec.parse(config.app) if config.app else None
     if app is not None:
         app.load()  # an unknown application is refused before anything is opened
+    if config.shards is not None and app is not None:
+        raise ValueError(
+            "--app does not run on a sharded server yet: serve the application without "
+            "--shards (docs/SCALE_OUT.md)"
+        )
+    if config.shards is not None and not 1 <= config.shards <= 256:
+        raise ValueError(f"--shards: {config.shards} is not between 1 and 256")
+    kind = app.key if app else (f"sharded({config.shards})" if config.shards else None)
     data = (
-        DataDir(config.data_dir, sync, application=app.key if app else None,
-                checkpoint_bytes=config.checkpoint_bytes)
+        DataDir(config.data_dir, sync, application=kind, checkpoint_bytes=config.checkpoint_bytes)
         if config.data_dir
         else None
     )  # fmt: skip
-    engine = psoup.connect(strategy=config.strategy)
+    try:
+        engine = _engine(config)
+    except BaseException:
+        if data is not None:
+            data.close()
+        raise
     worker = EngineWorker(config.ingest_queue_batches, config.freeze_heap_every)
     try:
         if app is not None:

@@ -36,4 +36,7 @@ class ServerConfig:
     # memory only; ``psoup serve`` picks a default directory unless --in-memory).
     data_dir: str | None = None
     sync: str = "batch"  # batch | interval=MS | off (psoup/storage/log.py: Sync)
+    # Engine shards on Ray (psoup/shard; docs/SCALE_OUT.md): None = one engine here.
+    shards: int | None = None
+    ray_address: str | None = None  # join this Ray cluster (None: start one for this server)
     checkpoint_bytes: int = 256 << 20  # log written since the last checkpoint that starts one

@@ -692,6 +692,15 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                     )
                 )
             out.busiest_queries.extend(busiest)
+            for sh in stats.get("shards", ()):
+                out.shards.append(
+                    pb.ShardStats(
+                        index=sh["index"], state=sh["state"], node=sh.get("node", ""),
+                        pid=sh.get("pid", 0), tuples_stored=sh.get("tuples", 0),
+                        queries=sh.get("queries", 0), memory_bytes=sh.get("rss_bytes", 0),
+                        restarts=sh["restarts"], last_op=sh.get("last_op", 0),
+                    )
+                )  # fmt: skip
             return out
 
         return self._unary(context, run)

@@ -192,6 +192,18 @@ class Channel:
             self._send_queued()
             self._cond.notify_all()
 
+    def status(self, timeout: float) -> dict:
+        """The shard's own figures (``Shard.status``; asked outside the line of
+        operations) with its state here: up, recovering, or unavailable when it does not
+        answer in ``timeout``; and how often it was found restarted."""
+        try:
+            row = self.transport.status(timeout)
+            row["state"] = "recovering" if self.recovering else "up"
+        except Exception as err:
+            row = {"index": self.index, "state": f"unavailable ({type(err).__name__})"}
+        row["restarts"] = self.restarts
+        return row
+
     def close(self) -> None:
         """Stop after answering what is in flight."""
         with self._cond:

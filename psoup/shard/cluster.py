@@ -128,18 +128,3 @@ def stop_shards(channels: list[Channel]) -> None:
         with contextlib.suppress(Exception):  # already gone: nothing to close
             ray.get(actor.close.remote(), timeout=60)
         ray.kill(actor, no_restart=True)
-
-
-def cluster_status(channels: list[Channel], timeout: float = 10.0) -> list[dict]:
-    """Each shard's status (index, node, pid, epoch, tuples, queries, memory, restarts);
-    a shard that does not answer in ``timeout`` is listed as unavailable."""
-    out = []
-    for ch in channels:
-        try:
-            row = ch.transport.status(timeout)
-            row["state"] = "recovering" if ch.recovering else "up"
-        except Exception as err:
-            row = {"index": ch.index, "state": f"unavailable ({type(err).__name__})"}
-        row["restarts"] = ch.restarts
-        out.append(row)
-    return out

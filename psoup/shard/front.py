@@ -301,11 +301,7 @@ class ShardedEngine(Engine):
         for name, row in out["streams"].items():
             for key in ("tuples_stored", "bytes", "query_entries"):
                 row[key] = sum(s["streams"].get(name, {}).get(key, 0) for s in per_shard)
-        out["shards"] = [
-            {"index": k, "queries": s["queries"], "restarts": self.channels[k].restarts,
-             "tuples_stored": sum(r["tuples_stored"] for r in s["streams"].values())}
-            for k, s in enumerate(per_shard)
-        ]  # fmt: skip
+        out["shards"] = [ch.status(self.read_timeout) for ch in self.channels]
         return out
 
     def capture(self) -> EngineImage:

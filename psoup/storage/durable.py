@@ -320,8 +320,10 @@ def apply(engine, rec: Record, loads: Path) -> None:
             cols = rec.columns or _read_load(loads / f["file"])
             if "advance_to" in f:  # a shard's part of a bulk load, with its tuple ids
                 engine.replace_contents(
-                    f["stream"], dict(zip(st.schema.names, cols[:-1], strict=True)),
-                    tids=cols[-1], advance_to=f["advance_to"],
+                    f["stream"],
+                    dict(zip(st.schema.names, cols[:-1], strict=True)),
+                    tids=cols[-1],
+                    advance_to=f["advance_to"],
                 )
             else:
                 engine.replace_contents(f["stream"], dict(zip(st.schema.names, cols, strict=True)))
