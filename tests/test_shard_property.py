@@ -44,14 +44,15 @@ class _Partitioned:
 
 
 class ShardedRunner(Runner):
-    def __init__(self, program: Program, partition_by: dict[str, str | None], n: int):
+    def __init__(
+        self, program: Program, partition_by: dict[str, str | None], n: int, make=psoup.shard.local
+    ):
         super().__init__(program, strategies=())
         self.partition_by = partition_by
         self.n = n
         self.engines = [
             _Engine(f"{s}, {n} shards", _Partitioned(
-                psoup.shard.local(n, s, block_rows=program.block_rows, segment_blocks=2),
-                partition_by))
+                make(n, s, block_rows=program.block_rows, segment_blocks=2), partition_by))
             for s in STRATEGIES
         ]  # fmt: skip
         self.script[1] = (

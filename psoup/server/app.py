@@ -61,9 +61,7 @@ class RunningServer:
         if self.engine.storage is not None:
             self.engine.storage.close()
         if getattr(self.engine, "channels", None) is not None:  # a sharded engine
-            from psoup.shard.cluster import stop_shards
-
-            stop_shards(self.engine.channels)
+            self.engine.close()  # ends the shards
 
     def wait_for_termination(self, timeout: float | None = None) -> bool:
         return self.server.wait_for_termination(timeout)

@@ -66,6 +66,9 @@ class LocalTransport:
     def status(self, timeout: float) -> dict:
         return self.shard.status()
 
+    def close(self) -> None:
+        self.shard.close()
+
 
 class Channel:
     """Ordered, resent-on-crash calls to shard ``index`` over ``transport``."""

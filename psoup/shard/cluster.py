@@ -58,6 +58,14 @@ class RayTransport:
 
         return ray.get(self.actor.status.remote(), timeout=timeout)
 
+    def close(self) -> None:
+        """Close the shard's data directory (a checkpoint) and end the actor."""
+        import ray
+
+        with contextlib.suppress(Exception):  # already gone: nothing to close
+            ray.get(self.actor.close.remote(), timeout=60)
+        ray.kill(self.actor, no_restart=True)
+
 
 def shard_dir(data_dir: str | Path, k: int) -> Path:
     """Where shard ``k`` of the server on ``data_dir`` keeps its data."""
@@ -97,9 +105,12 @@ def start_shards(
     sync: str = "batch",
     strategy: str = "psoup-p",
     address: str | None = None,
+    placement: list[dict] | None = None,
     **engine_options,
 ) -> list[Channel]:
-    """Channels to ``n`` shard actors, started (or found running) on Ray."""
+    """Channels to ``n`` shard actors, started (or found running) on Ray.
+    ``placement``: extra actor options per shard (e.g. ``resources`` to pin it to
+    nodes)."""
     import ray
 
     namespace = namespace_for(data_dir)
@@ -113,18 +124,8 @@ def start_shards(
                     get_if_exists=True, max_concurrency=1)  # fmt: skip
         if where:
             opts["lifetime"] = "detached"
+        if placement is not None:
+            opts.update(placement[k])
         actor = actor_class.options(**opts).remote(k, where, sync, strategy, **engine_options)
         channels.append(Channel(k, RayTransport(actor)))
     return channels
-
-
-def stop_shards(channels: list[Channel]) -> None:
-    """Close each shard's data directory (a clean checkpoint) and end its actor."""
-    import ray
-
-    for ch in channels:
-        ch.close()
-        actor = ch.transport.actor
-        with contextlib.suppress(Exception):  # already gone: nothing to close
-            ray.get(actor.close.remote(), timeout=60)
-        ray.kill(actor, no_restart=True)

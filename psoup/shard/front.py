@@ -321,6 +321,10 @@ class ShardedEngine(Engine):
             self._restoring = False
 
     def close(self) -> None:
+        """Close the catalog (and its data directory), then each shard: answered what
+        it was sent, checkpointed, its actor ended."""
         super().close()
         for ch in self.channels:
+            ch.drain(WRITE_TIMEOUT)
             ch.close()
+            ch.transport.close()
