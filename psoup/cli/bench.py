@@ -33,13 +33,15 @@ def add_parsers(sub) -> None:
     )
     bench.add_argument(
         "suite",
-        choices=("core", "grpc", "linear-road", "history", "durability", "overload"),
+        choices=("core", "grpc", "linear-road", "history", "durability", "overload", "scale"),
         help="core: the engine against its baselines; grpc: the server's transport cost; "
         "linear-road: the largest speed-up at which every answer is right and on time; "
         "history: hydrating a generated 25-million-row toll history with Spark, the "
         "server's memory after it and the daily-expenditure invoke time; durability: "
         "ingest by sync mode against memory, recovery time against retained data; overload: "
-        "clients flooding the server with ingest beside another client's invokes",
+        "clients flooding the server with ingest beside another client's invokes; scale: "
+        "the sharded engine on Ray (1 and 2 shards) beside one engine, the hop's cost, a "
+        "capacity model",
     )
     bench.add_argument("--input", type=Path, help="linear-road: the Linear Road input file")
     bench.add_argument("--history", type=Path, help="linear-road: the historical tolls file")
@@ -140,6 +142,8 @@ def run_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from psoup.bench import durability_bench as suite
     elif args.suite == "overload":
         from psoup.bench import overload_bench as suite
+    elif args.suite == "scale":
+        from psoup.bench import scale_bench as suite
     else:
         from psoup.bench import core as suite
 

@@ -26,32 +26,63 @@ from psoup.shard.channel import Channel, Lost
 from psoup.shard.shard import Shard, StaleEpoch
 
 
+class RayShard(Shard):
+    """A shard as a Ray actor: its socket listens on its node's address."""
+
+    def address(self) -> tuple[tuple[str, int], bytes]:
+        import ray
+
+        return self.listen(ray.util.get_node_ip_address())
+
+
 class RayTransport:
-    """Calls to one shard actor."""
+    """One shard actor: Ray places, restarts and introduces it (``hello``, ``status``,
+    ``close`` are Ray calls); the operations go over the socket it serves
+    (``Shard.listen``), in order, answers read back in order. A closed connection, or
+    one silent while Ray says the shard has a new epoch or is gone, is ``Lost``."""
+
+    POLL = 5.0  # seconds of silence before Ray is asked whether the shard is alive
 
     def __init__(self, actor):
         self.actor = actor
+        self.conn = None
+        self.epoch = ""
 
     def hello(self, timeout: float):
+        from multiprocessing.connection import Client
+
         import ray
 
-        return ray.get(self.actor.hello.remote(), timeout=timeout)
+        hello = ray.get(self.actor.hello.remote(), timeout=timeout)
+        address, key = ray.get(self.actor.address.remote(), timeout=timeout)
+        if self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.close()
+        self.conn = Client(tuple(address), authkey=key)
+        self.epoch = hello[0]
+        return hello
 
     def send(self, epoch: str, ops: list[tuple]):
-        return self.actor.call.remote(epoch, ops)
+        self.conn.send((epoch, ops))
+        return self.conn
 
-    def result(self, ref, timeout: float | None):
+    def result(self, conn, timeout: float | None):
         import ray
-        from ray import exceptions as rx
 
         try:
-            return ray.get(ref, timeout=timeout)
-        except rx.RayTaskError as err:
-            if isinstance(getattr(err, "cause", None), StaleEpoch):
-                raise StaleEpoch(str(err.cause)) from None
-            raise
-        except (rx.RayActorError, rx.ActorUnavailableError, rx.ObjectLostError) as err:
+            while not conn.poll(self.POLL):
+                try:
+                    now = ray.get(self.actor.hello.remote(), timeout=self.POLL)[0]
+                except Exception as err:  # Ray cannot reach it either
+                    raise Lost(f"shard silent and not answering Ray: {err}") from None
+                if now != self.epoch:
+                    raise Lost("the shard was restarted meanwhile")
+            kind, value = conn.recv()
+        except (EOFError, OSError) as err:
             raise Lost(f"{type(err).__name__}: {err}") from None
+        if kind == "stale":
+            raise StaleEpoch(value)
+        return value
 
     def status(self, timeout: float) -> dict:
         import ray
@@ -62,6 +93,9 @@ class RayTransport:
         """Close the shard's data directory (a checkpoint) and end the actor."""
         import ray
 
+        if self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.close()
         with contextlib.suppress(Exception):  # already gone: nothing to close
             ray.get(self.actor.close.remote(), timeout=60)
         ray.kill(self.actor, no_restart=True)
@@ -115,7 +149,7 @@ def start_shards(
 
     namespace = namespace_for(data_dir)
     init_ray(address, data_dir, namespace)
-    actor_class = ray.remote(Shard)
+    actor_class = ray.remote(RayShard)
     channels = []
     for k in range(n):
         where = None if data_dir is None else str(shard_dir(data_dir, k))

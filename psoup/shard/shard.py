@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 from pathlib import Path
 
 from psoup.engine import Engine
@@ -48,6 +49,10 @@ class Shard:
     ):
         self.index = index
         self.epoch = secrets.token_hex(8)
+        self._calls = threading.Lock()  # one call at a time, from whichever side
+        self._listener = None
+        self._key = b""
+        self._closed = False
         self.last_op = 0
         self.engine = Engine(strategy=strategy, **engine_options)
         self.engine.on_tag = self._replayed
@@ -80,11 +85,52 @@ class Shard:
         """(epoch, last durable operation, shard index)."""
         return self.epoch, self.last_op, self.index
 
+    def listen(self, host: str = "127.0.0.1") -> tuple[tuple[str, int], bytes]:
+        """Serve ``call`` on a socket of its own too (started once): ((host, port),
+        authentication key). The front-end's calls then skip the scheduler of whatever
+        runs the shard (a Ray call costs ~0.8 ms here, this ~0.1 ms); one connection at
+        a time, answers in order."""
+        if self._listener is None:
+            from multiprocessing.connection import Listener
+
+            key = secrets.token_bytes(32)
+            self._listener = Listener((host, 0), authkey=key)
+            self._key = key
+            threading.Thread(target=self._serve, name="psoup-shard-socket", daemon=True).start()
+        return self._listener.address, self._key
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn = self._listener.accept()
+            except OSError:  # closed, or a client that failed authentication
+                if self._closed:
+                    return
+                continue
+            with conn:
+                while True:
+                    try:
+                        epoch, ops = conn.recv()
+                    except (EOFError, OSError):
+                        break
+                    try:
+                        answer = ("ok", self.call(epoch, ops))
+                    except StaleEpoch as exc:
+                        answer = ("stale", str(exc))
+                    try:
+                        conn.send(answer)
+                    except OSError:
+                        break
+
     def call(self, epoch: str, ops: list[tuple]) -> list[tuple[bool, object]]:
         """Run ``ops`` ((op id or None, method, args, kwargs), in order) and return one
         (ok, value or exception) each, once the changes are durable per the sync mode
         (one fsync for the lot). A change whose id is not above ``last_op`` was made
         before: it is passed over and answers (True, None). Raises StaleEpoch."""
+        with self._calls:
+            return self._call(epoch, ops)
+
+    def _call(self, epoch: str, ops: list[tuple]) -> list[tuple[bool, object]]:
         if epoch != self.epoch:
             raise StaleEpoch(f"shard {self.index}: epoch {epoch} is gone (now {self.epoch})")
         out: list[tuple[bool, object]] = []
@@ -141,4 +187,8 @@ class Shard:
             }
 
     def close(self) -> None:
-        self.engine.close()
+        self._closed = True
+        if self._listener is not None:
+            self._listener.close()
+        with self._calls:
+            self.engine.close()
