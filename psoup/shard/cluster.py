@@ -23,7 +23,7 @@ import secrets
 from pathlib import Path
 
 from psoup.shard.channel import Channel, Lost
-from psoup.shard.shard import Shard, StaleEpoch
+from psoup.shard.shard import Shard, StaleEpoch, _no_delay
 
 
 class RayShard(Shard):
@@ -59,6 +59,7 @@ class RayTransport:
             with contextlib.suppress(OSError):
                 self.conn.close()
         self.conn = Client(tuple(address), authkey=key)
+        _no_delay(self.conn)
         self.epoch = hello[0]
         return hello
 

@@ -17,7 +17,9 @@ the caller's process. Nothing here imports Ray or gRPC.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
 import threading
 from pathlib import Path
@@ -107,6 +109,7 @@ class Shard:
                 if self._closed:
                     return
                 continue
+            _no_delay(conn)
             with conn:
                 while True:
                     try:
@@ -169,7 +172,6 @@ class Shard:
 
     def status(self) -> dict:
         """What ``psoup cluster status`` shows of this shard."""
-        import os
 
         from psoup.procinfo import rss_bytes
 
@@ -192,3 +194,15 @@ class Shard:
             self._listener.close()
         with self._calls:
             self.engine.close()
+
+
+def _no_delay(conn) -> None:
+    """TCP_NODELAY on a multiprocessing connection's socket: it writes a large message's
+    header and body separately, and Nagle's algorithm would hold the body back for the
+    peer's delayed ACK."""
+    import socket
+
+    with contextlib.suppress(OSError):
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+        with sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
