@@ -267,6 +267,34 @@ class Engine:
             raise UnknownStreamError(f"unknown stream {name!r}")
         return st
 
+    def stream_figures(self) -> dict[str, dict[str, int]]:
+        """Per stream: registered queries reading it, tuples retained, bytes they take
+        (the metrics' gauges). O(streams)."""
+        with self.lock:
+            return {
+                name: {"queries": len(st.queries), "tuples_stored": len(st.stem),
+                       "bytes": st.stem.nbytes()}
+                for name, st in self.streams.items()
+            }  # fmt: skip
+
+    def shard_status(self) -> list[dict]:
+        """A sharded engine's shards (psoup/shard/front.py); none here."""
+        return []
+
+    def read_part(
+        self, name: str, part: int, parts: int, with_ids: bool = False
+    ) -> list[np.ndarray]:
+        """Part ``part`` of ``parts`` of the stream's visible tuples, as columns in schema
+        order (then their tuple ids, ``with_ids``): for reading a stream out in parallel.
+        O(rows in the part)."""
+        with self.lock:
+            st = self._stream(name)
+            s, e = st.visible_from(), st.stem.end_seq
+            a = s + (e - s) * part // parts
+            z = s + (e - s) * (part + 1) // parts
+            cols = [st.stem.column(n, a, z) for n in st.schema.names]
+            return [*cols, st.stem.tids(a, z)] if with_ids else cols
+
     def tuples_stored(self, name: str) -> int:
         """Tuples stream ``name`` retains now. O(1)."""
         with self.lock:

@@ -110,3 +110,33 @@ def test_shards_refuse_what_they_cannot_run(tmp_path) -> None:
     refused = subprocess.run([*run, "--shards", "2", "--linear-road"], capture_output=True,
                              text=True, timeout=60)  # fmt: skip
     assert refused.returncode == 1 and "--app does not run on a sharded server" in refused.stderr
+
+
+def test_read_stream_and_metrics_of_a_sharded_server() -> None:
+    """ReadStream gathers every shard's rows (each part from every shard, in tuple-id
+    order), and the metrics endpoint has a series per shard."""
+    from test_metrics import _scrape
+
+    from psoup.server import ServerConfig, start_server
+
+    srv = start_server(ServerConfig(port=0, shards=2, metrics_port=0))
+    try:
+        with PSoupClient(f"127.0.0.1:{srv.port}") as c:
+            c.create_stream("r", SCHEMA, "t", partition_by="a")
+            rows = [r for k in range(5) for r in _batch(k, 10 * k)]
+            c.insert("r", rows)
+            got = []
+            for part in range(3):
+                for page in c.read_stream("r", part, 3):
+                    got += zip(page["a"], page["b"], page["t"], strict=True)
+            assert sorted(got) == sorted(rows) and len(got) == len(rows)
+            one = [tuple(r) for p in c.read_stream("r") for r in zip(*p.values(), strict=True)]
+            assert one == rows  # one part: arrival order, as one engine reads it
+            m = _scrape(srv.metrics_port)
+            assert m[("psoup_shard_up", (("shard", "0"),))] == 1
+            assert m[("psoup_shard_up", (("shard", "1"),))] == 1
+            stored = [m[("psoup_shard_tuples_stored", (("shard", k),))] for k in "01"]
+            assert sum(stored) == len(rows) and all(stored)
+            assert m[("psoup_tuples_stored", (("stream", "r"),))] == len(rows)
+    finally:
+        srv.stop(grace=1)

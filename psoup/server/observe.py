@@ -81,6 +81,21 @@ class _EngineCollector(Collector):
             for stream, st in sorted(s["streams"].items()):
                 g.add_metric([stream], st[key])
             yield g
+        if not s.get("shards"):
+            return
+        shard = {
+            "psoup_shard_up": ("1 when the shard answers, 0 while it recovers", None),
+            "psoup_shard_tuples_stored": ("Tuples the shard retains", "tuples"),
+            "psoup_shard_standing_queries": ("Standing queries on the shard", "queries"),
+            "psoup_shard_memory_bytes": ("Resident memory of the shard's process", "rss_bytes"),
+            "psoup_shard_restarts": ("Times the shard was found restarted", "restarts"),
+        }
+        for name, (doc, key) in shard.items():
+            g = GaugeMetricFamily(name, doc, labels=["shard"])
+            for row in s["shards"]:
+                value = float(row["state"] == "up") if key is None else row.get(key, 0)
+                g.add_metric([str(row["index"])], value)
+            yield g
 
 
 class Observer:

@@ -645,12 +645,9 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             "subscriptions": self._subscriptions,
             "queries": len(db.queries),
             "matches_marked": db.matches_marked,
-            "streams": {
-                name: {"queries": len(st.queries), "tuples_stored": len(st.stem),
-                       "bytes": st.stem.nbytes()}
-                for name, st in db.streams.items()
-            },
-        }  # fmt: skip
+            "streams": db.stream_figures(),
+            "shards": db.shard_status(),
+        }
 
     def Stats(self, request, context):
         def run():
@@ -856,11 +853,8 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
             def snapshot():
                 st = self.access.require(self.engine, request.stream, client, READ)
-                s, e = st.visible_from(), st.stem.end_seq
-                a = s + (e - s) * request.part // parts
-                z = s + (e - s) * (request.part + 1) // parts
-                names, types = st.schema.names, st.schema.types
-                return names, types, [st.stem.column(n, a, z) for n in names]
+                cols = self.engine.read_part(request.stream, request.part, parts)
+                return st.schema.names, st.schema.types, cols
 
             names, types, cols = self.worker.call(snapshot)
             n = len(cols[0]) if cols else 0

@@ -282,6 +282,37 @@ class ShardedEngine(Engine):
             rows = [r for _, r in merged]
         return Result(spec.columns, types, rows, at, bounds)
 
+    def stream_figures(self) -> dict[str, dict[str, int]]:
+        """As ``Engine.stream_figures``, tuples and bytes summed over the shards."""
+        with self.lock:
+            queries = {name: len(st.queries) for name, st in self.streams.items()}
+            futs = self._send(range(self.n), None, "stats")
+        per_shard = self._wait(futs, self.read_timeout)
+        return {
+            name: {"queries": q,
+                   "tuples_stored": sum(s["streams"].get(name, {}).get("tuples_stored", 0)
+                                        for s in per_shard),
+                   "bytes": sum(s["streams"].get(name, {}).get("bytes", 0) for s in per_shard)}
+            for name, q in queries.items()
+        }  # fmt: skip
+
+    def shard_status(self) -> list[dict]:
+        """Each shard's status (``Channel.status``): asked outside the operations' line."""
+        return [ch.status(self.read_timeout) for ch in self.channels]
+
+    def read_part(self, name, part, parts, with_ids=False):
+        """Each shard's part ``part`` of ``parts`` of the stream, merged in tuple-id
+        order: the parts over k still cover every tuple once. O(rows log rows)."""
+        with self.lock:
+            self._stream(name)
+            futs = self._send(self._stream_shards(name), None, "read_part", name, part, parts,
+                              with_ids=True)  # fmt: skip
+        got = self._wait(futs, self.read_timeout)
+        cols = [np.concatenate([g[i] for g in got]) for i in range(len(got[0]))]
+        order = np.argsort(cols[-1], kind="stable")
+        cols = [c[order] for c in cols]
+        return cols if with_ids else cols[:-1]
+
     def tuples_stored(self, name: str) -> int:
         """Summed over the stream's shards (asks them: O(shards))."""
         with self.lock:
@@ -301,7 +332,7 @@ class ShardedEngine(Engine):
         for name, row in out["streams"].items():
             for key in ("tuples_stored", "bytes", "query_entries"):
                 row[key] = sum(s["streams"].get(name, {}).get(key, 0) for s in per_shard)
-        out["shards"] = [ch.status(self.read_timeout) for ch in self.channels]
+        out["shards"] = self.shard_status()
         return out
 
     def capture(self) -> EngineImage:
