@@ -854,6 +854,39 @@ class Engine:
             q.invocations += 1
             return self._evaluate(q, now, parts=True)
 
+    def invoke_since(self, handle: str, stream: str, first_tid: int):
+        """What a subscription hears of a batch (as ``subscribe``'s callback), for a
+        sharded front-end: ``(now, bounds, rows, keys)`` of the rows involving a tuple of
+        ``stream`` with an id at or after ``first_tid`` (keys as ``invoke_parts``), or for
+        an aggregate its whole partial state (the front-end compares merged results).
+        O(log n) to find the batch, then as the subscription's own read."""
+        with self.lock:
+            q = self._query(handle)
+            now = self._now(q)
+            bounds = q.spec.window.resolve(now)
+            if q.spec.is_aggregate:
+                return self._evaluate(q, now, parts=True)
+            since = self._seq_of_tid(self.streams[stream], first_tid)
+            keys: list = []
+            if q.plan.is_join:
+                rows = self._invoke_join(q, bounds, new=(stream, since), keys=keys)
+            else:
+                rows = self._invoke_selection(q, bounds, since=since, keys=keys)
+            return now, bounds, rows, keys
+
+    @staticmethod
+    def _seq_of_tid(st: Stream, tid: int) -> int:
+        """The first stored seq whose tuple id is at least ``tid`` (ids grow with seqs).
+        O(log n) single-row lookups."""
+        lo, hi = st.stem.start_seq, st.stem.end_seq
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if int(st.stem.tids(mid, mid + 1)[0]) < tid:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
     def _check_now(self, q: Query, now) -> None:
         """ValueRangeError unless ``now`` is a finite number that fits the time attribute
         of each of ``q``'s streams: within the 64-bit range for an int one."""

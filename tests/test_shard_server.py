@@ -18,7 +18,7 @@ from oracle import rows_equal
 
 import psoup
 from clients import PSoupClient
-from clients.errors import InvalidArgument, PSoupRpcError
+from clients.errors import InvalidArgument
 from psoup.server.process import ServerProcess
 
 pytestmark = pytest.mark.ray
@@ -85,9 +85,15 @@ def test_sharded_server_survives_shard_and_server_kills(tmp_path) -> None:
         assert status.returncode == 0, status.stderr
         restarts = [line.split()[-1] for line in status.stdout.splitlines()[2:]]
         assert restarts == ["0", "1"], status.stdout
-        with pytest.raises(PSoupRpcError) as err:
-            next(iter(c.subscribe(handles[0][0])))
-        assert err.value.code.name == "UNIMPLEMENTED"
+        sub = iter(c.subscribe(handles[0][0], include_current=True))
+        kind, current, _ = next(sub)
+        assert kind == "current" and rows_equal(db.invoke(handles[0][1]).rows, current.rows)
+        rows = [(3, 7, t), (1, 1, t), (3, 8, t + 1)]
+        c.insert("r", rows)
+        db.insert("r", rows)
+        kind, news, _ = next(sub)
+        assert kind != "current" and news.rows == [(3, 7, t), (3, 8, t + 1)]
+        t += 10
 
         srv.proc.send_signal(signal.SIGKILL)  # the front-end itself
         srv.proc.wait()
@@ -103,13 +109,17 @@ def test_sharded_server_survives_shard_and_server_kills(tmp_path) -> None:
 
 
 def test_shards_refuse_what_they_cannot_run(tmp_path) -> None:
-    """--ray without --shards is a usage error; --app with --shards is refused."""
-    run = [sys.executable, "-m", "psoup", "serve", "--in-memory", "--port", "0"]
-    usage = subprocess.run([*run, "--ray", "127.0.0.1:6379"], capture_output=True, text=True)
+    """--ray without --shards is a usage error; a directory written with another number
+    of shards (tuples are placed mod N) is refused."""
+    run = [sys.executable, "-m", "psoup", "serve", "--port", "0"]
+    usage = subprocess.run([*run, "--in-memory", "--ray", "127.0.0.1:6379"],
+                           capture_output=True, text=True)  # fmt: skip
     assert usage.returncode == 2 and "--ray goes with --shards" in usage.stderr
-    refused = subprocess.run([*run, "--shards", "2", "--linear-road"], capture_output=True,
-                             text=True, timeout=60)  # fmt: skip
-    assert refused.returncode == 1 and "--app does not run on a sharded server" in refused.stderr
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "psoup.json").write_text('{"format": 1, "application": "sharded(2)"}')
+    other = subprocess.run([*run, "--data-dir", str(tmp_path / "d"), "--shards", "3"],
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert other.returncode == 1 and "'sharded(2)'" in other.stderr, other.stderr
 
 
 def test_read_stream_and_metrics_of_a_sharded_server() -> None:

@@ -40,13 +40,16 @@ def run(
     profile: bool = False,
     stress: bool = False,
     sync: str | None = None,
+    shards: int | None = None,
 ) -> int:
     """Generate, hydrate, drive, check; print the result and write BENCHMARKS.md's
     linear-road-scale section (``-stress`` with ``stress``: a busy loop on another core
     through the replay; ``-durable`` with ``sync``: the server keeps a data directory
-    with that sync mode) and its plot. Returns 0 when every answer is right and on time,
+    with that sync mode; ``-shardsN`` with ``shards``: ``psoup serve --shards N`` on
+    Ray) and its plot. Returns 0 when every answer is right and on time,
     else 1."""
-    suffix = ("-stress" if stress else "") + ("-durable" if sync else "")
+    suffix = (("-stress" if stress else "") + ("-durable" if sync else "")
+              + (f"-shards{shards}" if shards else ""))  # fmt: skip
     section = "linear-road-scale" + suffix
     plot_name = PLOT if not suffix else f"linear_road_scale{suffix.replace('-', '_')}.png"
     with tempfile.TemporaryDirectory(prefix="psoup-lr-bench-") as tmp:
@@ -63,6 +66,8 @@ def run(
         gen_s = time.perf_counter() - start
         print("\n".join(gen.lines()))
         keep = ("--sync", sync) if sync else ()
+        if shards:
+            keep += ("--shards", str(shards))
         data_dir = root / "data" if sync else None
         if data_dir is not None:
             shutil.rmtree(data_dir, ignore_errors=True)  # a fresh server, as without --sync
@@ -106,6 +111,7 @@ def run(
         + (f" --duration {duration}" if duration != generate.RUSH_HOUR else "")
         + (" --stress" if stress else "")
         + (f" --sync {sync}" if sync else "")
+        + (f" --shards {shards}" if shards else "")
     )
     facts = [
         f"Machine: {machine.describe()}.",
@@ -125,7 +131,13 @@ def run(
         f"{check_s:.0f} s. Response times in simulated seconds (deadlines 5 s; 10 s for "
         "daily expenditure)."
         + (" A busy loop ran on the other core through the replay (`--stress`)." if stress else "")
-        + (f" The server kept a data directory, `--sync {sync}`." if sync else ""),
+        + (f" The server kept a data directory, `--sync {sync}`." if sync else "")
+        + (
+            f" The engine ran as {shards} shards on Ray (`psoup serve --shards {shards}`; "
+            "reports spread by expressway, the vehicles' streams by vehicle)."
+            if shards
+            else ""
+        ),
         "",
         "The ten slowest simulated seconds (slowest answer; the server's largest queue and "
         "CPU share while it was answered; how late the driver sent that second's batch):",

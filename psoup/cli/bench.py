@@ -90,6 +90,13 @@ def add_parsers(sub) -> None:
         help="linear-road --xways: the server keeps a data directory with this sync mode "
         "(batch, interval=MS, off) instead of running in memory",
     )
+    bench.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help="linear-road --xways: the server runs its engine as N shards on Ray "
+        "(psoup serve --shards N)",
+    )
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     bench.add_argument(
         "--out", type=Path, default=Path("docs"), help="where BENCHMARKS.md and plots go"
@@ -123,6 +130,7 @@ def run_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 profile=args.profile,
                 stress=args.stress,
                 sync=args.sync,
+                shards=args.shards,
             )
         if args.input is None:
             parser.error("bench linear-road needs --input FILE or --xways N")

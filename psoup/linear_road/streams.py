@@ -44,6 +44,12 @@ SCHEMAS: dict[str, tuple[dict[str, str], str, int | None]] = {
     "toll_history": ({a: "int" for a in ("vid", "day", "xway", "tolls")}, "day", None),
 }
 
+# How a sharded server spreads them (psoup serve --linear-road --shards N): the reports
+# by expressway; what vehicles ask for by vehicle, so each vehicle's queries (which fix
+# ``vid``) run on one shard. One engine keeps it in its catalog only.
+PARTITION_BY = {"positions": "xway", "toll_notifications": "vid", "accident_alerts": "vid",
+                "toll_assessments": "vid", "balances": "vid", "toll_history": "vid"}  # fmt: skip
+
 # The standing queries of one vehicle (named parameters: :v vehicle, :x xway, :d day).
 VEHICLE_QUERIES = {
     "tolls": "SELECT time, lav, toll FROM toll_notifications WHERE vid = :v BEGIN NOW - 30 END NOW",
@@ -76,7 +82,8 @@ def install(engine: Engine, convention: str = "validator") -> TollNetwork:
         raise ValueError(f"convention {convention!r}: expected one of {', '.join(CONVENTIONS)}")
     for name, (schema, time, keep) in SCHEMAS.items():
         if name not in engine.streams:
-            engine.create_stream(name, schema, time=time, max_window=keep)
+            engine.create_stream(name, schema, time=time, max_window=keep,
+                                 partition_by=PARTITION_BY[name])  # fmt: skip
     network = TollNetwork(every_crossing=convention == "every-crossing")
     lock = threading.Lock()
 

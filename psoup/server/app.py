@@ -137,14 +137,11 @@ def start_server(config: ServerConfig) -> RunningServer:
     app = AppSpec.parse(config.app) if config.app else None
     if app is not None:
         app.load()  # an unknown application is refused before anything is opened
-    if config.shards is not None and app is not None:
-        raise ValueError(
-            "--app does not run on a sharded server yet: serve the application without "
-            "--shards (docs/SCALE_OUT.md)"
-        )
     if config.shards is not None and not 1 <= config.shards <= 256:
         raise ValueError(f"--shards: {config.shards} is not between 1 and 256")
-    kind = app.key if app else (f"sharded({config.shards})" if config.shards else None)
+    kind = app.key if app else None
+    if config.shards is not None:
+        kind = f"{kind}+sharded({config.shards})" if kind else f"sharded({config.shards})"
     data = (
         DataDir(config.data_dir, sync, application=kind, checkpoint_bytes=config.checkpoint_bytes)
         if config.data_dir

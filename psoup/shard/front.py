@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import heapq
 import logging
+import queue
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -47,7 +49,7 @@ import numpy as np
 from psoup.engine import Engine, EngineImage
 from psoup.errors import (
     AlreadyExistsError,
-    NotSupportedError,
+    PSoupError,
     UnavailableError,
     UnknownHandleError,
     UnknownStreamError,
@@ -61,6 +63,7 @@ from psoup.values import InsertResult, Result, check_time, columns_to_arrays, ro
 
 WRITE_TIMEOUT = 300.0  # a write waits this long for a recovering shard
 MAX_PENDING = 64  # operations unanswered by one shard before ingest waits
+TAG_STRIDE = 4096  # operation ids per log record (a batch and its trigger's inserts)
 
 log = logging.getLogger("psoup.shard")
 
@@ -76,19 +79,34 @@ class ShardedEngine(Engine):
         self.n = len(self.channels)
         self.read_timeout = read_timeout
         self.placements: dict[str, list[int]] = {}  # handle -> shards
-        self._ops = 0
+        self._tag_base, self._tag_sub = -1, 0
         self._restoring = False
+        # Subscriptions' news, delivered in batch order by a thread of their own.
+        self._news: queue.SimpleQueue = queue.SimpleQueue()
+        self._news_done = threading.Condition()
+        self._news_sent = self._news_seen = 0
+        self._news_thread = threading.Thread(target=self._deliver, name="psoup-news",
+                                             daemon=True)  # fmt: skip
+        self._news_thread.start()
         self.part_errors: list[BaseException] = []
 
     # -- operation ids and calls ------------------------------------------------------
-    def _tag(self) -> int:
-        """The id of the change just logged: its LSN (replayed: the record's)."""
+    def _tag(self) -> int | None:
+        """The id of the change being made: its log record's LSN (replayed: the
+        record's) times ``TAG_STRIDE``, plus the changes made before it from the same
+        record (an application's trigger inserts with its batch, unlogged: replaying the
+        batch makes them again, with the same ids)."""
         if self.replay_lsn is not None:
-            return self.replay_lsn
-        if self.storage is not None and self.journal is not None:
-            return self.storage.log.written_lsn
-        self._ops += 1
-        return self._ops
+            base = self.replay_lsn
+        elif self.storage is not None and self.journal is not None:
+            base = self.storage.log.written_lsn
+        else:  # nothing durable to match (in memory; an application's setup at start)
+            return None
+        if base == self._tag_base:
+            self._tag_sub += 1
+        else:
+            self._tag_base, self._tag_sub = base, 0
+        return base * TAG_STRIDE + self._tag_sub
 
     def _send(self, shards, tag, method, *args, **kwargs) -> list[tuple[int, Future]]:
         return [(k, self.channels[k].submit(tag, method, *args, **kwargs)) for k in shards]
@@ -165,6 +183,15 @@ class ShardedEngine(Engine):
             st.tuples_ingested += n
             for _, fut in self._send_parts(st, tag, "insert_part", cols, tids, last):
                 fut.add_done_callback(self._part_done)
+            if self._subs_by_qid:
+                self._notify_shards(st, int(tids[0]))
+            if triggers := self._triggers.get(name):
+                self._quiet += 1  # follows from the batch, logged already
+                try:
+                    for trigger in triggers:
+                        trigger(dict(zip(st.schema.names, cols, strict=True)))
+                finally:
+                    self._quiet -= 1
         # Not waited for: the batch is in the front-end's log (durable once the caller's
         # wait for it returns) and in the channels, which resend it after a shard crash;
         # later invokes queue behind it on every shard. So matches are not counted here.
@@ -249,11 +276,69 @@ class ShardedEngine(Engine):
             futs = self._send(shards, self._tag(), "unregister", handle)
         self._wait(futs, WRITE_TIMEOUT, ignore=UnknownHandleError)
 
-    def subscribe(self, handle, callback):
-        raise NotSupportedError(
-            "Subscribe: a sharded server (psoup serve --shards) does not offer "
-            "subscriptions yet; invoke the query instead"
-        )
+    def subscribe(self, handle, callback) -> int:
+        """As ``Engine.subscribe``: after each batch the query's shards are asked for its
+        new rows (``Engine.invoke_since``), queued behind the batch; a thread merges and
+        delivers them in batch order (callbacks run there, not under the lock)."""
+        with self.lock:
+            q = self._query(handle)
+            last = None
+            if q.spec.is_aggregate:
+                futs = self._send(self.placements[handle], None, "invoke_parts", handle, None)
+                last = self._merged(q, self._wait(futs, self.read_timeout)).rows
+            sub = self._next_sub
+            self._next_sub += 1
+            self._subs[sub] = [q.qid, callback, last]
+            self._subs_by_qid.setdefault(q.qid, set()).add(sub)
+            return sub
+
+    def _notify_shards(self, st, first_tid: int) -> None:
+        # Under the lock, right after the batch's parts: each shard answers after them.
+        for qid in sorted(st.queries & self._subs_by_qid.keys()):
+            q = self._by_qid[qid]
+            futs = self._send(self.placements[q.handle], None, "invoke_since", q.handle,
+                              st.name, first_tid)  # fmt: skip
+            with self._news_done:
+                self._news_sent += 1
+            self._news.put((q, first_tid, futs))
+
+    def wait_delivered(self, timeout: float | None = None) -> bool:
+        """Wait until every subscription news queued so far is delivered; returns False
+        on timeout."""
+        with self._news_done:
+            return self._news_done.wait_for(lambda: self._news_seen >= self._news_sent, timeout)
+
+    def _deliver(self) -> None:
+        while (item := self._news.get()) is not None:
+            try:
+                self._deliver_one(*item)
+            finally:
+                with self._news_done:
+                    self._news_seen += 1
+                    self._news_done.notify_all()
+
+    def _deliver_one(self, q, first_tid: int, futs) -> None:
+        try:
+            res = self._merged(q, [f.result() for _, f in futs])
+            err = None
+        except PSoupError as exc:  # an aggregate that overflows: the batch stands
+            res, err = None, exc
+        except Exception:  # the engine is closing
+            return
+        with self.lock:
+            subs = sorted(self._subs_by_qid.get(q.qid, ()))
+            for sub in subs:
+                entry = self._subs[sub]
+                if err is not None:
+                    entry[1](err, first_tid)
+                    continue
+                if q.spec.is_aggregate:
+                    if res.rows == entry[2]:
+                        continue
+                    entry[2] = res.rows
+                elif not res.rows:
+                    continue
+                entry[1](res, first_tid)
 
     def invoke(self, handle: str, now=None) -> Result:
         """The query's result, gathered from its shards: rows merged in the single
@@ -266,7 +351,10 @@ class ShardedEngine(Engine):
                 self._check_now(q, now)
             q.invocations += 1
             futs = self._send(self.placements[handle], None, "invoke_parts", handle, now)
-        parts = self._wait(futs, self.read_timeout)
+        return self._merged(q, self._wait(futs, self.read_timeout))
+
+    def _merged(self, q, parts: list) -> Result:
+        """One result from the shards' ``(now, bounds, rows or partial, keys)``."""
         spec = q.spec
         nows = [p[0] for p in parts if p[0] is not None]
         at = max(nows) if nows else None
@@ -354,6 +442,7 @@ class ShardedEngine(Engine):
     def close(self) -> None:
         """Close the catalog (and its data directory), then each shard: answered what
         it was sent, checkpointed, its actor ended."""
+        self._news.put(None)
         super().close()
         for ch in self.channels:
             ch.drain(WRITE_TIMEOUT)

@@ -29,7 +29,8 @@ from psoup.engine import Engine
 # What the front-end may ask of a shard: the engine's methods that change or read it.
 _OPS = frozenset(
     {"create_stream", "drop_stream", "insert_part", "replace_contents", "restore_query",
-     "unregister", "invoke_parts", "stats", "describe_streams", "read_part"}
+     "unregister", "invoke_parts", "stats", "describe_streams", "read_part",
+     "invoke_since"}
 )  # fmt: skip
 
 
