@@ -16,11 +16,15 @@ L = N x K passes when every answer is right and on time at full duration (spec 3
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+from clients import PSoupClient
 from psoup.bench import lr_profile, machine, report
 from psoup.child import in_child
 from psoup.linear_road import check, driver, generate
@@ -28,6 +32,26 @@ from psoup.server.process import ServerProcess
 
 PLOT = "linear_road_scale.png"
 PROFILE_SECONDS = 1200  # simulated seconds replayed in-process for --profile
+
+
+def _shard_killer(target: str, after: float) -> threading.Timer:
+    """SIGKILL the server's last shard ``after`` wall seconds from now."""
+
+    def kill() -> None:
+        with PSoupClient(target) as c:
+            pid = c.stats()["shards"][-1]["pid"]
+        os.kill(pid, signal.SIGKILL)
+        print(f"killed shard process {pid}")
+
+    timer = threading.Timer(after, kill)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _restarts(target: str) -> list[int]:
+    with PSoupClient(target) as c:
+        return [s["restarts"] for s in c.stats()["shards"]]
 
 
 def run(
@@ -41,15 +65,18 @@ def run(
     stress: bool = False,
     sync: str | None = None,
     shards: int | None = None,
+    kill_shard: int | None = None,
 ) -> int:
     """Generate, hydrate, drive, check; print the result and write BENCHMARKS.md's
     linear-road-scale section (``-stress`` with ``stress``: a busy loop on another core
     through the replay; ``-durable`` with ``sync``: the server keeps a data directory
     with that sync mode; ``-shardsN`` with ``shards``: ``psoup serve --shards N`` on
-    Ray) and its plot. Returns 0 when every answer is right and on time,
+    Ray; ``kill_shard``: its last shard SIGKILLed at about that simulated second) and its
+    plot. Returns 0 when every answer is right and on time,
     else 1."""
     suffix = (("-stress" if stress else "") + ("-durable" if sync else "")
               + (f"-shards{shards}" if shards else ""))  # fmt: skip
+    suffix += "-killed" if kill_shard is not None else ""
     section = "linear-road-scale" + suffix
     plot_name = PLOT if not suffix else f"linear_road_scale{suffix.replace('-', '_')}.png"
     with tempfile.TemporaryDirectory(prefix="psoup-lr-bench-") as tmp:
@@ -77,11 +104,15 @@ def run(
             hydrate_s = time.perf_counter() - start
             spark_peak = driver.children_peak_rss("spark (hydration)")
             cpu0 = srv.cpu_seconds()
+            killer = _shard_killer(srv.target, kill_shard / speedup) if kill_shard else None
             with machine.busy_loop() if stress else contextlib.nullcontext():
                 summary = driver.run(
                     input_path, None, answers, speedup, server=srv.target,
                     server_cpu=srv.cpu_seconds,
                 )  # fmt: skip
+            restarts = _restarts(srv.target) if shards else []
+            if killer is not None:
+                killer.cancel()
             cpu = srv.cpu_seconds() - cpu0
             peak = srv.peak_rss_bytes()
         summary.peak_rss = {**summary.peak_rss, "server": peak, **spark_peak}
@@ -132,6 +163,14 @@ def run(
         "daily expenditure)."
         + (" A busy loop ran on the other core through the replay (`--stress`)." if stress else "")
         + (f" The server kept a data directory, `--sync {sync}`." if sync else "")
+        + (
+            f" Its last shard was SIGKILLed at about simulated second {kill_shard} and "
+            f"restarted by Ray (restarts seen per shard: {restarts}); requests it could not "
+            f"answer meanwhile were asked again ({summary.retried} times) and count with "
+            "their whole delay."
+            if kill_shard
+            else ""
+        )
         + (
             f" The engine ran as {shards} shards on Ray (`psoup serve --shards {shards}`; "
             "reports spread by expressway, the vehicles' streams by vehicle)."

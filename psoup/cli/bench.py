@@ -97,6 +97,13 @@ def add_parsers(sub) -> None:
         help="linear-road --xways: the server runs its engine as N shards on Ray "
         "(psoup serve --shards N)",
     )
+    bench.add_argument(
+        "--kill-shard",
+        type=int,
+        metavar="SECOND",
+        help="linear-road --shards: SIGKILL the last shard at about this simulated second "
+        "(Ray restarts it; late answers are counted)",
+    )
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     bench.add_argument(
         "--out", type=Path, default=Path("docs"), help="where BENCHMARKS.md and plots go"
@@ -117,6 +124,8 @@ def run_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.suite == "linear-road":
         from psoup.bench import linear_road_bench
 
+        if args.kill_shard is not None and not args.shards:
+            parser.error("bench linear-road: --kill-shard goes with --shards")
         if args.xways is not None:
             from psoup.bench import lr_scale_bench
 
@@ -131,6 +140,7 @@ def run_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 stress=args.stress,
                 sync=args.sync,
                 shards=args.shards,
+                kill_shard=args.kill_shard,
             )
         if args.input is None:
             parser.error("bench linear-road needs --input FILE or --xways N")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from clients.errors import PSoupRpcError
+from clients.errors import PSoupRpcError, Unavailable
 from clients.psoup_client import PSoupClient
 from psoup.child import in_child
 from psoup.linear_road import live
@@ -44,6 +44,9 @@ from psoup.progress import progress_bar
 SERVER_ARGS = ("--max-queries-per-client", "10000000")
 
 
+UNAVAILABLE_RETRIES = 120  # a request asked again every 0.5 s while a shard recovers
+
+
 def server_args(convention: str = "validator") -> tuple[str, ...]:
     """The arguments of the ``psoup serve`` the driver starts for a convention."""
     return ("--linear-road", convention, *SERVER_ARGS)
@@ -58,6 +61,7 @@ class Summary:
     seconds: float = 0.0
     speedup: float = 1.0
     failed: list[str] = field(default_factory=list)  # requests the server refused
+    retried: int = 0  # requests asked again after UNAVAILABLE (a shard recovering)
     slowest: list[dict[str, float]] = field(default_factory=list)  # see Replay.slowest
     peak_rss: dict[str, int] = field(default_factory=dict)  # process -> bytes
     # balance and daily requests, wall ms: phase -> {"p50", "p99", "max"}
@@ -75,6 +79,9 @@ class Summary:
             lines.append(f"{kind:<10} {count:>8} {r['max']:>7.1f} {r['p99']:>7.1f} {late:>6}")
         if self.failed:
             lines.append(f"{len(self.failed)} requests failed, first: {self.failed[0]}")
+        if self.retried:
+            lines.append(f"{self.retried} requests asked again after UNAVAILABLE (a shard "
+                         "recovering); their answers count with their full delay")  # fmt: skip
         if self.slowest:
             lines.append("slowest simulated seconds (response; server queue; send lag):")
             for w in self.slowest:
@@ -258,6 +265,7 @@ class Replay:
     # Per balance and daily request, wall ms: waiting for its second to be ingested, then
     # in its calls (registrations the first time, invokes).
     request_ms: np.ndarray = field(default_factory=lambda: np.empty((0, 2), np.float32))
+    retried: int = 0  # requests asked again after UNAVAILABLE
 
     def slowest(self, n: int = 10) -> list[dict[str, float]]:
         """The ``n`` simulated seconds with the slowest answers: the second, its slowest
@@ -408,12 +416,21 @@ def replay(
         kind, t, vid = int(row[0]), int(row[1]), int(row[2])
         v = vehicle(vid)
         try:
-            if kind == 2:
-                resulttime, bal = v.balance(t)
-                answers.add("balance", [(2, t, emit(), int(row[9]), resulttime, bal)])
-            else:
-                total = v.daily_expenditure(int(row[4]), int(row[14]))
-                answers.add("daily", [(3, t, emit(), int(row[9]), total)])
+            for attempt in range(UNAVAILABLE_RETRIES + 1):
+                try:
+                    if kind == 2:
+                        resulttime, bal = v.balance(t)
+                        answers.add("balance", [(2, t, emit(), int(row[9]), resulttime, bal)])
+                    else:
+                        total = v.daily_expenditure(int(row[4]), int(row[14]))
+                        answers.add("daily", [(3, t, emit(), int(row[9]), total)])
+                    break
+                except Unavailable:  # a shard recovering: asked again, the answer late
+                    if attempt == UNAVAILABLE_RETRIES:
+                        raise
+                    with vlock:
+                        counters.retried += 1
+                    time.sleep(0.5)
         except PSoupRpcError as err:  # one refused request must not lose the whole run
             with answers.lock:
                 answers.failed.append(f"type {kind} at {t} for vehicle {vid}: {err}")
@@ -476,7 +493,15 @@ def replay(
     seconds = time.monotonic() - clock["start"]
     request_ms = np.array(phases, dtype=np.float32).reshape(-1, 2)
     return Replay(
-        answers, seconds, answers.failed, send_lag, queue_at, cpu_at, own_rss[0], request_ms
+        answers,
+        seconds,
+        answers.failed,
+        send_lag,
+        queue_at,
+        cpu_at,
+        own_rss[0],
+        request_ms,
+        counters.retried,
     )
 
 
@@ -490,7 +515,7 @@ def _derived_made(client: PSoupClient) -> dict[str, int]:
 
 def summarize(rep: Replay, speedup: float) -> Summary:
     """Response-time statistics per answer type, and the slowest seconds."""
-    out = Summary(seconds=rep.seconds, speedup=speedup, failed=rep.failed)
+    out = Summary(seconds=rep.seconds, speedup=speedup, failed=rep.failed, retried=rep.retried)
     for kind in FILES:
         _, resp = rep.answers.columns(kind)
         out.rows[kind] = {

@@ -35,6 +35,7 @@ class Progress:
         self.latest: dict[str, int] = {}
         self.worst: dict[str, int] = {}
         self.failed = 0
+        self.retried = 0  # requests asked again after UNAVAILABLE
 
     def sent(self, second: int, lag_ms: float, reports: int) -> None:
         self.second, self.lag_ms = second, lag_ms
