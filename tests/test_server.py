@@ -6,8 +6,10 @@ names the problem, that the server still answers SERVING and that nothing change
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 
 import grpc
 import numpy as np
@@ -182,6 +184,34 @@ def test_an_ingest_ack_does_not_wait_for_the_next_batch(stub, stream) -> None:
     assert not more.is_set() and (first.batch_id, first.rows) == (1, 1)
     more.set()
     assert [(a.batch_id, a.rows) for a in call] == [(2, 1)]
+
+
+def test_a_long_ingest_call_does_not_keep_its_applied_batches() -> None:
+    # An Ingest call may stream for hours (a feed, a flood): what the server keeps for a
+    # batch must go once the batch is applied, or its memory grows with the call.
+    srv = start_server(ServerConfig(port=0, freeze_heap_every=0))  # gc lists frozen objects not
+    sent, done = 300, threading.Event()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
+            stub = pb_grpc.PSoupStub(ch)
+            stub.CreateStream(create_request("r"))
+
+            def requests():
+                for k in range(sent):
+                    yield batch("r", [k], [1.0], [k], batch_id=k)
+                done.wait(timeout=30)  # the call stays open while the server is looked at
+
+            call = stub.Ingest(requests(), timeout=60)
+            acks = [next(call) for _ in range(sent)]
+            gc.collect()
+            live = sum(isinstance(o, Future) for o in gc.get_objects())
+            done.set()
+            assert [a.batch_id for a in acks] == list(range(sent))
+            assert list(call) == []
+    finally:
+        done.set()
+        srv.stop(grace=1)
+    assert live < 20, f"{live} futures alive after {sent} batches of one open call"
 
 
 def _bad_batches(stream: str):
