@@ -22,8 +22,9 @@ import os
 import secrets
 from pathlib import Path
 
+from psoup.shard import wire
 from psoup.shard.channel import Channel, Lost
-from psoup.shard.shard import Shard, StaleEpoch, _no_delay
+from psoup.shard.shard import Shard, StaleEpoch
 
 
 class RayShard(Shard):
@@ -58,27 +59,26 @@ class RayTransport:
         if self.conn is not None:
             with contextlib.suppress(OSError):
                 self.conn.close()
-        self.conn = Client(tuple(address), authkey=key)
-        _no_delay(self.conn)
+        self.conn = wire.attach(Client(tuple(address), authkey=key))
         self.epoch = hello[0]
         return hello
 
     def send(self, epoch: str, ops: list[tuple]):
-        self.conn.send((epoch, ops))
+        wire.send(self.conn, (epoch, ops))
         return self.conn
 
     def result(self, conn, timeout: float | None):
         import ray
 
         try:
-            while not conn.poll(self.POLL):
+            while not wire.ready(conn, self.POLL):
                 try:
                     now = ray.get(self.actor.hello.remote(), timeout=self.POLL)[0]
                 except Exception as err:  # Ray cannot reach it either
                     raise Lost(f"shard silent and not answering Ray: {err}") from None
                 if now != self.epoch:
                     raise Lost("the shard was restarted meanwhile")
-            kind, value = conn.recv()
+            kind, value = wire.recv(conn)
         except (EOFError, OSError) as err:
             raise Lost(f"{type(err).__name__}: {err}") from None
         if kind == "stale":

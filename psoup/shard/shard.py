@@ -17,7 +17,6 @@ the caller's process. Nothing here imports Ray or gRPC.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -25,6 +24,7 @@ import threading
 from pathlib import Path
 
 from psoup.engine import Engine
+from psoup.shard import wire
 
 # What the front-end may ask of a shard: the engine's methods that change or read it.
 _OPS = frozenset(
@@ -110,11 +110,10 @@ class Shard:
                 if self._closed:
                     return
                 continue
-            _no_delay(conn)
-            with conn:
+            with wire.attach(conn) as sock:
                 while True:
                     try:
-                        epoch, ops = conn.recv()
+                        epoch, ops = wire.recv(sock)
                     except (EOFError, OSError):
                         break
                     try:
@@ -122,7 +121,7 @@ class Shard:
                     except StaleEpoch as exc:
                         answer = ("stale", str(exc))
                     try:
-                        conn.send(answer)
+                        wire.send(sock, answer)
                     except OSError:
                         break
 
@@ -195,15 +194,3 @@ class Shard:
             self._listener.close()
         with self._calls:
             self.engine.close()
-
-
-def _no_delay(conn) -> None:
-    """TCP_NODELAY on a multiprocessing connection's socket: it writes a large message's
-    header and body separately, and Nagle's algorithm would hold the body back for the
-    peer's delayed ACK."""
-    import socket
-
-    with contextlib.suppress(OSError):
-        sock = socket.socket(fileno=os.dup(conn.fileno()))
-        with sock:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
