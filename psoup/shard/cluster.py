@@ -28,7 +28,14 @@ from psoup.shard.shard import Shard, StaleEpoch
 
 
 class RayShard(Shard):
-    """A shard as a Ray actor: its socket listens on its node's address."""
+    """A shard as a Ray actor: its socket listens on its node's address. It runs at
+    normal priority where it may (a cluster not started by psoup starts its workers at
+    nice 15 unless ``RAY_worker_niceness=0`` is set for ``ray start``)."""
+
+    def __init__(self, *args, **kwargs):
+        with contextlib.suppress(OSError):  # lowering niceness may need privileges
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+        super().__init__(*args, **kwargs)
 
     def address(self) -> tuple[tuple[str, int], bytes]:
         import ray
@@ -123,6 +130,9 @@ def init_ray(address: str | None, data_dir: str | None, namespace: str) -> None:
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # so `ray start` nodes can join
+    # Ray starts its workers at nice 15 by default: a shard, the engine's workhorse, would
+    # then yield its core to the front-end and the clients whenever they compete.
+    os.environ.setdefault("RAY_worker_niceness", "0")
     kwargs = dict(namespace=namespace, log_to_driver=False, configure_logging=False)
     if address is None:
         kwargs["include_dashboard"] = False
