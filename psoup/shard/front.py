@@ -198,9 +198,10 @@ class ShardedEngine(Engine):
         return InsertResult(int(tids[0]), int(tids[-1]), n, 0)
 
     def _part_done(self, fut: Future) -> None:
-        if fut.exception() is not None:  # validated whole before it was sent: a bug
+        if fut.exception() is not None:  # validated in the front-end before it was sent
             self.part_errors.append(fut.exception())
-            log.error("a shard refused its part of a batch: %s", fut.exception())
+            log.error("a shard refused a change the front-end had accepted: %s",
+                      fut.exception())  # fmt: skip
 
     def _backpressure(self) -> None:
         """Wait (outside the lock) while a shard has ``MAX_PENDING`` operations
@@ -266,15 +267,42 @@ class ShardedEngine(Engine):
                 return handle
             futs = self._send(shards, self._tag(), "restore_query", handle, text,
                               dict(params or {}), owner, registered_at)  # fmt: skip
-        self._wait(futs, WRITE_TIMEOUT, ignore=AlreadyExistsError)
+            # Not waited for, as a batch is not: the registration is in the front-end's
+            # log and queued to its shards, and every later invoke queues behind it. (A
+            # vehicle registers its queries by the thousands a second in Linear Road;
+            # waiting for each held the engine thread for a round trip.)
+            for _, fut in futs:
+                fut.add_done_callback(self._registered)
         return handle
+
+    def _registered(self, fut: Future) -> None:
+        exc = fut.exception()
+        if exc is not None and not isinstance(exc, AlreadyExistsError):
+            self._part_done(fut)
+
+    def _attach(self, q) -> None:
+        """The front-end's part of registering: the streams know their query (drops,
+        subscriptions, counts); the index and results live in the shards."""
+        q.entries = []
+        for s in q.plan.streams:
+            self.streams[s].queries.add(q.qid)
+
+    def _detach(self, q) -> None:
+        for s in set(q.plan.streams):
+            self.streams[s].queries.discard(q.qid)
 
     def unregister(self, handle: str) -> None:
         with self.lock:
             super().unregister(handle)
             shards = self.placements.pop(handle)
             futs = self._send(shards, self._tag(), "unregister", handle)
-        self._wait(futs, WRITE_TIMEOUT, ignore=UnknownHandleError)
+            for _, fut in futs:  # not waited for, as a registration
+                fut.add_done_callback(self._unregistered)
+
+    def _unregistered(self, fut: Future) -> None:
+        exc = fut.exception()
+        if exc is not None and not isinstance(exc, UnknownHandleError):
+            self._part_done(fut)
 
     def subscribe(self, handle, callback) -> int:
         """As ``Engine.subscribe``: after each batch the query's shards are asked for its
