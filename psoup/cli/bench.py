@@ -124,8 +124,11 @@ def run_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.suite == "linear-road":
         from psoup.bench import linear_road_bench
 
-        if args.kill_shard is not None and not args.shards:
-            parser.error("bench linear-road: --kill-shard goes with --shards")
+        if args.kill_shard is not None and not (args.shards and args.sync):
+            parser.error(
+                "bench linear-road: --kill-shard goes with --shards and --sync (a shard kept "
+                "in memory is not restarted: its tuples died with it)"
+            )
         if args.xways is not None:
             from psoup.bench import lr_scale_bench
 
