@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from psoup.shard.shard import Shard, StaleEpoch
 
@@ -38,8 +38,6 @@ class _Call:
     ops: list[tuple]
     futures: list[Future]
     handle: object = None
-    sent_epoch: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 class LocalTransport:
@@ -89,11 +87,9 @@ class Channel:
         )
         self._thread.start()
 
-    @property
-    def pending(self) -> int:
-        """Operations submitted and not answered yet."""
-        with self._cond:
-            return len(self._queued) + sum(len(c.ops) for c in self._inflight)
+    def _unanswered(self) -> int:
+        """Operations submitted and not answered yet (under the lock)."""
+        return len(self._queued) + sum(len(c.ops) for c in self._inflight)
 
     def submit(self, tag: int | None, method: str, *args, **kwargs) -> Future:
         """Queue ``method(*args, **kwargs)`` on the shard after everything submitted
@@ -117,7 +113,6 @@ class Channel:
             self._inflight.append(call)
 
     def _send(self, call: _Call) -> None:
-        call.sent_epoch = self.epoch
         try:
             call.handle = self.transport.send(self.epoch, call.ops)
         except Exception as exc:  # the transport could not even send: treated as lost
@@ -127,7 +122,7 @@ class Channel:
         """Wait until fewer than ``limit`` operations are unanswered (or ``timeout``)."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while len(self._queued) + sum(len(c.ops) for c in self._inflight) >= limit:
+            while self._unanswered() >= limit:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
