@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
 from psoup.values import Result
@@ -258,7 +260,7 @@ class PageAssembler:
 
     columns: tuple[str, ...] = ()
     types: tuple[str, ...] = ()
-    rows: list[tuple] = field(default_factory=list)
+    pages: list[list] = field(default_factory=list)
     now: int | float | None = None
     window: tuple[int | float, int | float] | None = None
     _first: bool = True
@@ -270,11 +272,35 @@ class PageAssembler:
             self.columns = tuple(c.name for c in page.columns)
             self.types = tuple(codec.type_name(c.type, "columns.type") for c in page.columns)
             self.now, self.window = _times(page)
-        self.rows.extend(codec.decode_rows(page.data, page.rows))
+        self.pages.append(_page_columns(page.data, page.rows, len(self.columns)))
 
     def result(self) -> Result:
-        """The assembled result."""
-        return Result(self.columns, self.types, self.rows, self.now, self.window)
+        """The assembled result, column-wise (its rows are built if asked for)."""
+        arrays = [_concat([p[c] for p in self.pages]) for c in range(len(self.columns))]
+        return Result(self.columns, self.types, now=self.now, window=self.window, arrays=arrays)
+
+
+def _page_columns(data, rows: int, width: int) -> list:
+    """One page's values per column; CodecError when a column's length is not ``rows``."""
+    cols = codec.decode_result_columns(data)
+    if len(cols) != width:
+        raise codec.CodecError(f"a result page has {len(cols)} columns, not {width}")
+    for c in cols:
+        if len(c) != rows:
+            raise codec.CodecError(f"a result column has {len(c)} values, not {rows}")
+    return cols
+
+
+def _concat(parts: list) -> np.ndarray:
+    """One column from its pages' values (arrays, or lists for strings and NULLs)."""
+    if parts and all(isinstance(p, np.ndarray) for p in parts):
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    vals: list = []
+    for p in parts:
+        vals.extend(p.tolist() if isinstance(p, np.ndarray) else p)
+    out = np.empty(len(vals), dtype=object)
+    out[:] = vals
+    return out
 
 
 @dataclass
@@ -292,10 +318,13 @@ class EventDecoder:
         if msg.columns:
             self.columns = tuple(c.name for c in msg.columns)
             self.types = tuple(codec.type_name(c.type, "columns.type") for c in msg.columns)
-        rows = codec.decode_rows(msg.data, msg.rows)
+        cols = _page_columns(msg.data, msg.rows, len(self.columns))
         kind = _KINDS.get(msg.kind, NEW)
         now, window = _times(msg)
-        return kind, Result(self.columns, self.types, rows, now, window), msg.first_tuple_id
+        res = Result(
+            self.columns, self.types, now=now, window=window, arrays=[_concat([c]) for c in cols]
+        )
+        return kind, res, msg.first_tuple_id
 
 
 def _times(msg) -> tuple[int | float | None, tuple[int | float, int | float] | None]:

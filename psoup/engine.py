@@ -37,7 +37,7 @@ from psoup.errors import (
 from psoup.plan import Plan
 from psoup.query import compile_query
 from psoup.query.spec import QuerySpec
-from psoup.result import aggregate, partial, project
+from psoup.result import aggregate, partial, project, project_columns
 from psoup.strategies import STRATEGIES, NoMat, PSoupC
 from psoup.values import (
     DTYPES,
@@ -797,18 +797,21 @@ class Engine:
                         self._subs[sub][1](exc, first_tid)
                     continue
             elif q.plan.is_join:
-                rows = self._invoke_join(q, bounds, new=(st.name, first))
+                cols = self._invoke_join(q, bounds, new=(st.name, first), columnar=True)
             else:
-                rows = self._invoke_selection(q, bounds, since=first)
+                cols = self._invoke_selection(q, bounds, since=first, columnar=True)
             for sub in sorted(self._subs_by_qid[qid]):
                 entry = self._subs[sub]
                 if spec.is_aggregate:
                     if rows == entry[2]:
                         continue
                     entry[2] = rows
-                elif not rows:
+                    res = Result(spec.columns, types, list(rows), now, bounds)
+                elif not len(cols[0]):
                     continue
-                entry[1](Result(spec.columns, types, list(rows), now, bounds), first_tid)
+                else:
+                    res = Result(spec.columns, types, now=now, window=bounds, arrays=cols)
+                entry[1](res, first_tid)
 
     def _now(self, q: Query):
         """NOW for ``q``: the latest timestamp of its streams (None before any tuple)."""
@@ -922,17 +925,20 @@ class Engine:
                 rows = self._invoke_selection(q, bounds, keys=keys)
             return now, bounds, rows, None if spec.is_aggregate else keys
         if q.plan.is_join:
-            rows = self._invoke_join(q, bounds)
+            out = self._invoke_join(q, bounds, columnar=True)
         else:
-            rows = self._invoke_selection(q, bounds)
-        return Result(spec.columns, types, rows, now, bounds)
+            out = self._invoke_selection(q, bounds, columnar=True)
+        if spec.is_aggregate:
+            return Result(spec.columns, types, out, now, bounds)
+        return Result(spec.columns, types, now=now, window=bounds, arrays=out)
 
     def _invoke_selection(
-        self, q: Query, bounds, since: int = 0, keys: list | None = None
-    ) -> list[tuple]:
+        self, q: Query, bounds, since: int = 0, keys: list | None = None, columnar: bool = False
+    ) -> list:
         """Result rows over ``bounds``; only matches at seqs >= ``since`` count. With
         ``keys`` (a list), as ``invoke_parts``: the rows' tuple ids are put in it, and an
-        aggregate returns its partial state instead of rows."""
+        aggregate returns its partial state instead of rows. ``columnar``: a plain
+        selection's values as one array per column (``project_columns``) instead."""
         st = self.streams[q.plan.streams[0]]
         spec = q.spec
         if bounds is None or bounds[0] > bounds[1]:
@@ -975,14 +981,22 @@ class Engine:
             return aggregate(spec, len(seqs), fetch, group)
         if keys is not None:
             keys.extend(st.stem.gather_tids(seqs).tolist())
+        if columnar:
+            return project_columns(spec, len(seqs), fetch)
         return project(spec, len(seqs), fetch)
 
     def _invoke_join(
-        self, q: Query, bounds, new: tuple[str, int] | None = None, keys: list | None = None
-    ) -> list[tuple]:
+        self,
+        q: Query,
+        bounds,
+        new: tuple[str, int] | None = None,
+        keys: list | None = None,
+        columnar: bool = False,
+    ) -> list:
         """Result rows over ``bounds``; with ``new=(stream, seq)`` only the pairs that
         involve a tuple of that stream at or after that seq. O(pairs in the window).
-        ``keys``: as ``_invoke_selection``'s, a pair's key (older time, both ids)."""
+        ``keys``, ``columnar``: as ``_invoke_selection``'s (a pair's key: older time,
+        both ids)."""
         plan = q.plan
         spec = q.spec
         s0, s1 = (self.streams[s] for s in plan.streams)
@@ -1031,6 +1045,8 @@ class Engine:
             id0, id1 = (_unsorted(st.stem.gather_tids, sq) for st, sq in ((s0, seq0), (s1, seq1)))
             keys.extend(zip(np.minimum(t0, t1).tolist(), id0.tolist(), id1.tolist(),
                             strict=True))  # fmt: skip
+        if columnar:
+            return project_columns(spec, len(pairs), fetch)
         return project(spec, len(pairs), fetch)
 
     # ================================================================== stats

@@ -1,7 +1,8 @@
 """The values both sides of the wire share: stream schemas, typed columns, results.
 
 The engine, the server and the client library all speak in these, so this module
-imports neither the engine nor gRPC (only numpy and psoup.errors): ``import clients``
+imports neither the engine nor gRPC (only numpy and psoup.errors; pyarrow when a result
+is asked for as an Arrow table): ``import clients``
 does not load the engine. It holds:
 
 * ``Schema`` and ``DTYPES``: a stream's ordered, typed attributes and its time
@@ -89,30 +90,150 @@ class Schema:
         return self._pos[self.time]
 
 
-@dataclass(frozen=True)
 class Result:
-    """The answer of one invoke.
+    """The answer of one invoke, held column-wise.
 
     ``columns`` are the output names, ``types`` their types ('int', 'float', 'str'),
-    ``rows`` a list of tuples of Python values (None for the aggregate of no rows),
     ``now`` the NOW used and ``window`` the resolved (begin, end), None if not placeable.
+    The values are there two ways, each built from the other only when first asked for:
+
+    * ``arrays``: one read-only numpy array per column (int64, float64, or object for
+      str columns and for columns holding None); ``column(name)`` one of them;
+      ``to_arrow()`` a pyarrow Table. What the engine builds: an invoke gathers columns
+      and never makes a Python object per value unless asked.
+    * ``rows``: a list of tuples of Python values (None for the aggregate of no rows).
+      O(rows x columns) Python objects, built once on first use.
+
+    >>> r = Result(("a", "b"), ("int", "str"), [(1, "x"), (2, "y")])
+    >>> r.column("a").tolist(), len(r)
+    ([1, 2], 2)
     """
 
-    columns: tuple[str, ...]
-    types: tuple[str, ...]
-    rows: list[tuple] = field(default_factory=list)
-    now: int | float | None = None
-    window: tuple[int | float, int | float] | None = None
+    __slots__ = ("_arrays", "_rows", "columns", "now", "types", "window")
+
+    def __init__(
+        self,
+        columns: Sequence[str],
+        types: Sequence[str],
+        rows: list[tuple] | None = None,
+        now: int | float | None = None,
+        window: tuple[int | float, int | float] | None = None,
+        *,
+        arrays: Sequence[np.ndarray] | None = None,
+    ) -> None:
+        self.columns = tuple(columns)
+        self.types = tuple(types)
+        self.now = now
+        self.window = window
+        if arrays is not None:
+            if len(arrays) != len(self.columns):
+                raise ValueError(f"{len(arrays)} arrays for {len(self.columns)} columns")
+            arrs = tuple(_frozen(a) for a in arrays)
+            if len({len(a) for a in arrs}) > 1:
+                raise ValueError("result arrays differ in length")
+            self._arrays: tuple[np.ndarray, ...] | None = arrs
+            self._rows: list[tuple] | None = None
+        else:
+            self._arrays = None
+            self._rows = [] if rows is None else rows
+
+    @property
+    def rows(self) -> list[tuple]:
+        """The rows as tuples of Python values. O(rows x columns) the first time."""
+        if self._rows is None:
+            arrs = self._arrays or ()
+            if not arrs or not len(arrs[0]):
+                self._rows = []
+            else:
+                self._rows = list(zip(*(a.tolist() for a in arrs), strict=True))
+        return self._rows
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """One read-only numpy array per column. O(rows x columns) the first time when
+        the result was built from rows, O(1) otherwise."""
+        if self._arrays is None:
+            rows = self._rows or []
+            self._arrays = tuple(
+                _frozen(_array_of(t, [r[c] for r in rows])) for c, t in enumerate(self.types)
+            )
+        return self._arrays
+
+    def column(self, name: str) -> np.ndarray:
+        """The values of column ``name`` (KeyError naming it if there is none). O(1)
+        once ``arrays`` is built."""
+        try:
+            c = self.columns.index(name)
+        except ValueError:
+            raise KeyError(f"no column {name!r} (columns: {', '.join(self.columns)})") from None
+        return self.arrays[c]
+
+    def to_arrow(self):
+        """A ``pyarrow.Table`` of the result (nulls where values are None). Numeric
+        columns are handed over without a copy."""
+        import pyarrow as pa  # only those who ask for Arrow pay for importing it
+
+        arrow_type = {"int": pa.int64(), "float": pa.float64(), "str": pa.string()}
+        cols = []
+        for arr, t in zip(self.arrays, self.types, strict=True):
+            if arr.dtype == object:
+                cols.append(pa.array(arr.tolist(), type=arrow_type[t]))
+            else:
+                cols.append(pa.array(arr, type=arrow_type[t]))
+        return pa.Table.from_arrays(cols, names=list(self.columns))
 
     def __len__(self) -> int:
-        return len(self.rows)
+        if self._rows is not None:
+            return len(self._rows)
+        return len(self._arrays[0]) if self._arrays else 0
 
     def __iter__(self):
         return iter(self.rows)
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Result):
+            return NotImplemented
+        return (
+            self.columns == other.columns
+            and self.types == other.types
+            and self.now == other.now
+            and self.window == other.window
+            and self.rows == other.rows
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking: compared by value
+
+    def __repr__(self) -> str:
+        return (
+            f"Result(columns={self.columns!r}, types={self.types!r}, rows={self.rows!r}, "
+            f"now={self.now!r}, window={self.window!r})"
+        )
+
     def as_dicts(self) -> list[dict[str, object]]:
         """The rows as dicts keyed by column name."""
         return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
+
+
+def _frozen(a: np.ndarray | Sequence) -> np.ndarray:
+    arr = np.asarray(a) if isinstance(a, np.ndarray) else _array_of(None, list(a))
+    if arr.flags.writeable:
+        arr = arr.view()
+        arr.flags.writeable = False
+    return arr
+
+
+def _array_of(type_: str | None, values: list) -> np.ndarray:
+    """A column's values as an array: typed when the type allows and no value is None,
+    object otherwise. O(n)."""
+    dtype = DTYPES.get(type_ or "")
+    if dtype is not None and dtype.kind != "O" and all(v is not None for v in values):
+        try:
+            return np.asarray(values, dtype=dtype)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
 
 
 @dataclass(frozen=True)

@@ -302,12 +302,25 @@ class Runner:
                     and isinstance(res.columns, tuple)
                     and isinstance(res.rows, list)
                     and rows_equal(rows, res.rows)
+                    and _arrays_fit(res)
                 )
                 if ok:
                     continue
             bad.append((e.strategy, got))
         if bad:
             self.fail(f"invoke of h{k}", py((columns, rows)), bad)
+
+
+def _arrays_fit(res: Any) -> bool:
+    """The result's columns hold its rows' values, typed by the column types (object only
+    for str columns and for columns holding None)."""
+    want = {"int": "int64", "float": "float64", "str": "object"}
+    for c, (arr, t) in enumerate(zip(res.arrays, res.types, strict=True)):
+        if arr.tolist() != [r[c] for r in res.rows] or arr.flags.writeable:
+            return False
+        if str(arr.dtype) != want[t] and not (arr.dtype == object and None in arr.tolist()):
+            return False
+    return True
 
 
 def run_program(program: Program) -> None:

@@ -513,18 +513,17 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
     @staticmethod
     def _pages(result: Result, page: int):
-        rows = result.rows
-        for a in range(0, max(len(rows), 1), page):
-            part = rows[a : a + page]
+        n = len(result)
+        for a in range(0, max(n, 1), page):
             msg = pb.InvokeQueryResponse(
-                data=codec.encode_rows(result.columns, result.types, part), rows=len(part)
+                data=codec.encode_result(result, a, a + page), rows=min(page, n - a)
             )
             if a == 0:
                 msg.columns.extend(
                     pb.ColumnInfo(name=n, type=codec.TYPE_TO_PB[t])
                     for n, t in zip(result.columns, result.types, strict=True)
                 )
-                msg.total_rows = len(rows)
+                msg.total_rows = n
                 _set_time(msg, result)
             yield msg
 
@@ -603,8 +602,8 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 pb.ColumnInfo(name=n, type=codec.TYPE_TO_PB[t])
                 for n, t in zip(result.columns, result.types, strict=True)
             ],
-            data=codec.encode_rows(result.columns, result.types, result.rows),
-            rows=len(result.rows),
+            data=codec.encode_result(result),
+            rows=len(result),
             first_tuple_id=first_tid,
         )
         _set_time(msg, result)
