@@ -5,7 +5,9 @@
 - paper: the PSoup paper's workload (seeds/002 section 5.2.1), shared predicate index
   versus each query tested on its own;
 - invoke: PSoup-P, PSoup-C and NoMat response times at windows 2^7 .. 2^16 tuples for
-  equality, 1-interval and 2-interval queries (the paper's Figure 7 and Table 2).
+  equality, 1-interval and 2-interval queries (the paper's Figure 7), results taken as columns;
+- table 2: the paper's Table 2 (1, 2 and 4 conjoined interval predicates at a window
+  of 2^15) per strategy, beside the paper's own figures.
 
 Every variant runs in this one process, side by side, on the same generated data.
 """
@@ -303,7 +305,7 @@ def invoke_latency(windows: list[int], per_point: int, seed: int) -> Section:
             res = db.invoke(h)
             times.setdefault((strategy, k, w), []).append(time.perf_counter() - start)
             if strategy == "psoup-p":
-                sizes.setdefault((k, w), []).append(len(res.rows))
+                sizes.setdefault((k, w), []).append(len(res))
         db.close()
     series = {}
     for k in INVOKE_KINDS:
@@ -328,6 +330,85 @@ def invoke_latency(windows: list[int], per_point: int, seed: int) -> Section:
     return sec
 
 
+# -- the paper's Table 2 -----------------------------------------------------------------
+
+#: seeds/002 Table 2: ms per invoke at a window of 2^15, by conjoined interval predicates.
+PAPER_TABLE2 = {
+    1: {"nomat": 0.3940, "psoup-p": 0.0465, "psoup-c": 0.0565},
+    2: {"nomat": 0.4905, "psoup-p": 0.0240, "psoup-c": 0.0210},
+    4: {"nomat": 0.8255, "psoup-p": 0.0130, "psoup-c": 0.0035},
+}
+TABLE2_WINDOW = 2**15
+
+
+def table2_query(k: int) -> str:
+    """A selection with one interval predicate on each of the first ``k`` attributes."""
+    preds = " AND ".join(f"r.{a} BETWEEN :lo{i} AND :hi{i}" for i, a in enumerate(PAPER_ATTRS[:k]))
+    return f"SELECT * FROM r WHERE {preds} BEGIN NOW - {TABLE2_WINDOW - 1} END NOW"
+
+
+def table2_params(rng: np.random.Generator, k: int) -> dict[str, int]:
+    """Each interval from two of the paper's constants (seeds/002 section 5.2.1)."""
+    out = {}
+    for i in range(k):
+        x, y = _paper_constant(rng), _paper_constant(rng)
+        out[f"lo{i}"], out[f"hi{i}"] = min(x, y), max(x, y)
+    return out
+
+
+def paper_table2(queries: int, seed: int) -> Section:
+    """Invoke time with 1, 2 and 4 conjoined interval predicates at a window of 2^15
+    tuples, per strategy, the result taken as columns, beside the paper's Table 2."""
+    sec = Section(
+        "The paper's Table 2: invoke time by conjoined interval predicates, window 2^15",
+        ["predicates", "strategy", "ms p50", "ms mean", "paper ms", "vs paper",
+         "nomat/this", "rows"],
+    )  # fmt: skip
+    rng = np.random.default_rng(seed)
+    total = TABLE2_WINDOW + 4 * BATCH
+    schema = {a: "int" for a in PAPER_ATTRS} | {"t": "int"}
+    batches = _batches(
+        rng, lambda m: {a: rng.integers(0, 256, m) for a in PAPER_ATTRS}, total // BATCH, 0
+    )
+    plan = [(k, table2_params(rng, k)) for k in PAPER_TABLE2 for _ in range(queries)]
+    times: dict[tuple[str, int], list[float]] = {}
+    sizes: dict[int, list[int]] = {}
+    for strategy in STRATEGY_NAMES:
+        db = psoup.connect(strategy=strategy)
+        db.create_stream("r", schema, time="t", max_window=TABLE2_WINDOW)
+        handles = [db.register(table2_query(k), params=p) for k, p in plan]
+        with tqdm(total=len(batches), desc=f"{strategy}: ingest", unit="batch", leave=False) as bar:
+            _ingest(db, batches, bar)
+        for (k, _), h in tqdm(
+            list(zip(plan, handles, strict=True)), desc=f"{strategy}: invoke", leave=False
+        ):
+            _ = db.invoke(h).arrays  # warm caches and NoMat's per-block indexes
+            start = time.perf_counter()
+            arrays = db.invoke(h).arrays
+            times.setdefault((strategy, k), []).append(time.perf_counter() - start)
+            if strategy == "psoup-p":
+                sizes.setdefault(k, []).append(len(arrays[0]))
+        db.close()
+    for k, paper in PAPER_TABLE2.items():
+        nomat = 1e3 * float(np.median(times[("nomat", k)]))
+        for strategy in STRATEGY_NAMES:
+            ms = [1e3 * t for t in times[(strategy, k)]]
+            p50 = float(np.median(ms))
+            sec.rows.append([k, strategy, p50, float(np.mean(ms)), paper[strategy],
+                             p50 / paper[strategy], nomat / p50,
+                             float(np.mean(sizes[k]))])  # fmt: skip
+    sec.notes.append(
+        f"{queries} queries per predicate count, each invoked once to warm up and once timed; "
+        f"{total:,} tuples of 4 int attributes uniform in [0,255], window and max_window "
+        f"{TABLE2_WINDOW:,}; each interval's ends are two constants drawn as in seeds/002 "
+        "section 5.2.1 (a multiple of 32 with probability 0.2, else uniform). The result is "
+        "taken as columns (`Result.arrays`), as the paper's copied tuples. 'vs paper' is our "
+        "p50 over the paper's time (Java, 2 x Pentium III 666 MHz); 'nomat/this' our NoMat's "
+        "p50 over this strategy's; 'rows' the mean result size."
+    )
+    return sec
+
+
 # -- driver ---------------------------------------------------------------------------------
 
 
@@ -338,12 +419,14 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
             output_sensitivity([128, 1024], warm=5, measured=10, seed=seed),
             paper_workload([128, 256], warm=5, measured=10, seed=seed),
             invoke_latency([2**7, 2**10], per_point=2, seed=seed),
+            paper_table2(queries=4, seed=seed),
         ]
     else:
         sections = [
             output_sensitivity([128, 1024, 8192, 65_536], warm=20, measured=100, seed=seed),
             paper_workload([128, 256, 512, 1024, 2048, 4096], warm=10, measured=40, seed=seed),
             invoke_latency([2**k for k in range(7, 17)], per_point=8, seed=seed),
+            paper_table2(queries=128, seed=seed),
         ]
     where = machine.describe()
     command = "psoup bench core" + (" --quick" if quick else "")
