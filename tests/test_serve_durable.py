@@ -141,14 +141,14 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_loses_nothing(
 ) -> None:
     running = start_server(ServerConfig(port=0, data_dir=str(tmp_path / "d")))
     log = running.engine.storage.log
-    real_write, full = os.write, threading.Event()
+    real_writev, full = os.writev, threading.Event()
 
-    def write(fd, data):  # a real ENOSPC needs a full file system; this is the same errno
+    def writev(fd, parts):  # a real ENOSPC needs a full file system; this is the same errno
         if full.is_set() and fd == log._fd:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write(fd, data)
+        return real_writev(fd, parts)
 
-    monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "writev", writev)
     try:
         with PSoupClient(f"127.0.0.1:{running.port}", timeout=30) as c:
             c.create_stream("r", {"a": "int", "t": "int"}, time="t")
@@ -165,7 +165,7 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_loses_nothing(
             assert c.invoke(h).rows == [(1, 1), (2, 2), (4, 4)]
     finally:
         running.stop()
-    monkeypatch.setattr(os, "write", real_write)
+    monkeypatch.setattr(os, "writev", real_writev)
     db = psoup.connect(tmp_path / "d")
     assert db.invoke(h).rows == [(1, 1), (2, 2), (4, 4)]
     assert len(db.queries) == 1

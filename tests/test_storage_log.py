@@ -107,18 +107,19 @@ def test_a_full_disk_refuses_the_record_and_leaves_the_log_as_it_was(
 ) -> None:
     log = Log(tmp_path, 1, Sync.parse("batch"), 1 << 20)
     log.wait(log.append(b"kept"))
-    real_write = os.write
+    real_writev = os.writev
 
-    def half_then_full(fd, data):  # a real ENOSPC cannot be made without a full filesystem
+    def half_then_full(fd, parts):  # a real ENOSPC cannot be made without a full filesystem
+        data = b"".join(parts)
         if fd == log._fd and len(data) > 1000:
-            real_write(fd, bytes(data[:500]))
+            os.write(fd, data[:500])
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write(fd, data)
+        return real_writev(fd, parts)
 
-    monkeypatch.setattr(os, "write", half_then_full)
+    monkeypatch.setattr(os, "writev", half_then_full)
     with pytest.raises(StorageFullError, match="is full"):
         log.append(b"x" * 5000)
-    monkeypatch.setattr(os, "write", real_write)
+    monkeypatch.setattr(os, "writev", real_writev)
     log.wait(log.append(b"after"))
     log.close()
     assert list(wal.read_log(tmp_path)) == [(1, b"kept"), (2, b"after")]
@@ -169,3 +170,24 @@ def test_dropping_segments_keeps_the_one_being_written(tmp_path: Path) -> None:
     log.append(b"more")
     log.close()
     assert list(wal.read_log(tmp_path))[-1] == (201, b"more")
+
+
+def test_segments_of_the_old_checksum_are_read_and_not_appended_to(tmp_path: Path) -> None:
+    # A PSOUPWL1 segment (zlib CRC-32), as servers before CRC-32C wrote them.
+    payloads = [b"one", b"two" * 100]
+    raw = bytearray(wal.MAGIC_V1)
+    for lsn, p in enumerate(payloads, 1):
+        raw += wal._FRAME.pack(len(p), wal._crc_v1(lsn, p), lsn) + p
+    (tmp_path / wal.segment_name(1)).write_bytes(bytes(raw))
+    log = Log(tmp_path, 3, Sync.parse("off"), 1 << 20)
+    log.append(b"three")
+    log.close()
+    assert list(wal.read_log(tmp_path)) == [(1, b"one"), (2, b"two" * 100), (3, b"three")]
+    names = [p.name for _, p in wal.segments(tmp_path)]
+    assert names == [wal.segment_name(1), wal.segment_name(3)]
+    assert (tmp_path / names[1]).read_bytes()[:8] == wal.MAGIC
+    # Damage in the old segment is still found by its own checksum.
+    raw[len(wal.MAGIC_V1) + wal.FRAME_BYTES + 1] ^= 0x01
+    (tmp_path / wal.segment_name(1)).write_bytes(bytes(raw))
+    with pytest.raises(LogCorruptError, match="checksum"):
+        list(wal.read_log(tmp_path))

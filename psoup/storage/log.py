@@ -5,9 +5,14 @@ Layout of ``DIR/wal/`` (docs/DURABILITY.md)::
     0000000000000001.log     a segment, named by the LSN of its first record
     00000000000a3f10.log     ... segments follow each other without gaps
 
-A segment is the 8-byte magic ``PSOUPWL1`` and then records, each::
+A segment is an 8-byte magic and then records, each::
 
-    u32 payload length | u32 CRC-32 of (lsn, payload) | u64 lsn | payload     (little-endian)
+    u32 payload length | u32 checksum of (lsn, payload) | u64 lsn | payload  (little-endian)
+
+The magic names the checksum: ``PSOUPWL2`` CRC-32C (Castagnoli, as in ext4, iSCSI and
+Kafka; ``google-crc32c``, with the CPU's CRC instruction: ~10x zlib's CRC-32 here, which
+took a third of a logged batch's time), ``PSOUPWL1`` zlib's CRC-32 (segments written
+before; still read). New segments are always ``PSOUPWL2``.
 
 LSNs are consecutive from 1 across all segments. A record is written with one ``write``
 before its operation is applied, so a process crash (SIGKILL, OOM kill) never loses one
@@ -32,9 +37,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import google_crc32c
+
 from psoup.errors import PSoupError
 
-MAGIC = b"PSOUPWL1"
+MAGIC = b"PSOUPWL2"  # what new segments start with: CRC-32C checksums
+MAGIC_V1 = b"PSOUPWL1"  # zlib CRC-32 checksums (read only)
 _FRAME = struct.Struct("<IIQ")  # payload length, crc32, lsn
 FRAME_BYTES = _FRAME.size
 _LSN = struct.Struct("<Q")
@@ -84,6 +92,11 @@ class Sync:
 
 
 def _crc(lsn: int, payload: bytes | memoryview) -> int:
+    """The CRC-32C of a record (its LSN, then its payload). O(payload), in C."""
+    return google_crc32c.extend(google_crc32c.value(_LSN.pack(lsn)), bytes(payload))
+
+
+def _crc_v1(lsn: int, payload: bytes | memoryview) -> int:
     return zlib.crc32(payload, zlib.crc32(_LSN.pack(lsn)))
 
 
@@ -128,14 +141,16 @@ def read_log(wal_dir: Path, after: int = 0, repair: bool = True) -> Iterator[tup
                 "missing); restore the data directory from a backup"
             )
         data = path.read_bytes()
-        if data[: len(MAGIC)] != MAGIC:
+        magic = data[: len(MAGIC)]
+        if magic not in (MAGIC, MAGIC_V1):
             if last_segment and len(data) < len(MAGIC) and MAGIC.startswith(data):
                 _cut(path, 0, "a segment created just before a crash", repair)
                 return
             raise LogCorruptError(f"{path}: not a psoup log segment (bad magic)")
+        crc = _crc if magic == MAGIC else _crc_v1
         pos, lsn = len(MAGIC), first
         while pos < len(data):
-            bad = _bad_frame(data, pos, lsn)
+            bad = _bad_frame(data, pos, lsn, crc)
             if bad:
                 if last_segment and _is_tail(data, pos):
                     _cut(path, pos, bad, repair)
@@ -154,7 +169,7 @@ def read_log(wal_dir: Path, after: int = 0, repair: bool = True) -> Iterator[tup
         expect = lsn
 
 
-def _bad_frame(data: bytes, pos: int, lsn: int) -> str:
+def _bad_frame(data: bytes, pos: int, lsn: int, crc_of=_crc) -> str:
     """Why the frame at ``pos`` is not record ``lsn``, or '' when it is."""
     if len(data) - pos < FRAME_BYTES:
         return "its header is cut short"
@@ -163,7 +178,7 @@ def _bad_frame(data: bytes, pos: int, lsn: int) -> str:
         return "it is cut short"
     if got != lsn:
         return f"it says LSN {got}"
-    if _crc(lsn, memoryview(data)[pos + FRAME_BYTES : pos + FRAME_BYTES + size]) != crc:
+    if crc_of(lsn, memoryview(data)[pos + FRAME_BYTES : pos + FRAME_BYTES + size]) != crc:
         return "its checksum does not match"
     return ""
 
@@ -228,11 +243,11 @@ class Log:
         self._closing = False
         self.on_flush: Callable[[float], None] | None = None  # seconds of each forced write
         segs = segments(wal_dir)
-        if segs:
+        if segs and _magic(segs[-1][1]) == MAGIC:
             _first, path = segs[-1]
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
             self._size = os.fstat(self._fd).st_size
-        else:
+        else:  # a new log, or one whose last segment has the old checksum
             self._fd, self._size = self._create(next_lsn)
         self._committer = None
         if sync.mode != "off":
@@ -261,7 +276,7 @@ class Log:
             if self._failed is not None:
                 raise StorageError(f"the log cannot be written: {self._failed}")
             lsn = self._written + 1
-            frame = _FRAME.pack(len(payload), _crc(lsn, payload), lsn) + payload
+            frame = [_FRAME.pack(len(payload), _crc(lsn, payload), lsn), payload]
             try:
                 _write_all(self._fd, frame)
             except OSError as exc:
@@ -272,7 +287,7 @@ class Log:
                         f"the data directory {self.dir.parent} is full: {exc.strerror}"
                     ) from None
                 raise StorageError(f"cannot write the log in {self.dir}: {exc}") from None
-            self._size += len(frame)
+            self._size += FRAME_BYTES + len(payload)
             self._written = lsn
             self._cond.notify_all()
             return lsn
@@ -363,8 +378,20 @@ class Log:
         return gone
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+def _magic(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(len(MAGIC))
+
+
+def _write_all(fd: int, parts: list[bytes]) -> None:
+    """Write ``parts`` in order with one ``writev`` (no joined copy), finishing a short
+    write piece by piece."""
+    n = os.writev(fd, parts)
+    for part in parts:
+        if n >= len(part):
+            n -= len(part)
+            continue
+        view = memoryview(part)[n:]
+        n = 0
+        while view:
+            view = view[os.write(fd, view) :]
