@@ -206,9 +206,9 @@ class DataDir:
         if op == "replace":  # in bulk, beside the log: its record only names the file
             fields = {**fields, "file": self._write_load(columns)}
             columns = []
-        payload = encode(Record(op, fields, columns))
-        lsn = self.log.append(payload)
-        self._since += len(payload)
+        parts = encode(Record(op, fields, columns))
+        lsn = self.log.append(parts)
+        self._since += sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts)
         if self.wait_each:
             self.log.wait(lsn)
 

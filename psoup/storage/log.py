@@ -91,9 +91,13 @@ class Sync:
         return f"interval={self.interval_ms}" if self.mode == "interval" else self.mode
 
 
-def _crc(lsn: int, payload: bytes | memoryview) -> int:
-    """The CRC-32C of a record (its LSN, then its payload). O(payload), in C."""
-    return google_crc32c.extend(google_crc32c.value(_LSN.pack(lsn)), bytes(payload))
+def _crc(lsn: int, *parts) -> int:
+    """The CRC-32C of a record: its LSN, then its payload's pieces (bytes, numpy arrays,
+    memoryviews) in order. O(payload), in C."""
+    crc = google_crc32c.value(_LSN.pack(lsn))
+    for p in parts:
+        crc = google_crc32c.extend(crc, bytes(p) if isinstance(p, memoryview) else p)
+    return crc
 
 
 def _crc_v1(lsn: int, payload: bytes | memoryview) -> int:
@@ -267,16 +271,20 @@ class Log:
         fsync_dir(self.dir)
         return fd, len(MAGIC)
 
-    def append(self, payload: bytes) -> int:
-        """Write one record; returns its LSN. Raises StorageFullError (disk full) or
-        StorageError (any other write failure), leaving the log as it was. O(payload)."""
+    def append(self, payload: bytes | list) -> int:
+        """Write one record; returns its LSN. ``payload``: its bytes, or pieces (bytes,
+        contiguous numpy arrays) written one after the other with no joined copy. Raises
+        StorageFullError (disk full) or StorageError (any other write failure), leaving
+        the log as it was. O(payload)."""
+        parts = [payload] if isinstance(payload, bytes) else payload
+        size = sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts)
         if self._size >= self.segment_bytes:
             self._rotate()
         with self._cond:
             if self._failed is not None:
                 raise StorageError(f"the log cannot be written: {self._failed}")
             lsn = self._written + 1
-            frame = [_FRAME.pack(len(payload), _crc(lsn, payload), lsn), payload]
+            frame = [_FRAME.pack(size, _crc(lsn, *parts), lsn), *parts]
             try:
                 _write_all(self._fd, frame)
             except OSError as exc:
@@ -287,7 +295,7 @@ class Log:
                         f"the data directory {self.dir.parent} is full: {exc.strerror}"
                     ) from None
                 raise StorageError(f"cannot write the log in {self.dir}: {exc}") from None
-            self._size += FRAME_BYTES + len(payload)
+            self._size += FRAME_BYTES + size
             self._written = lsn
             self._cond.notify_all()
             return lsn
@@ -383,15 +391,16 @@ def _magic(path: Path) -> bytes:
         return f.read(len(MAGIC))
 
 
-def _write_all(fd: int, parts: list[bytes]) -> None:
-    """Write ``parts`` in order with one ``writev`` (no joined copy), finishing a short
-    write piece by piece."""
+def _write_all(fd: int, parts: list) -> None:
+    """Write ``parts`` (bytes-like) in order with one ``writev`` (no joined copy),
+    finishing a short write piece by piece."""
     n = os.writev(fd, parts)
     for part in parts:
-        if n >= len(part):
-            n -= len(part)
+        view = memoryview(part).cast("B")
+        if n >= len(view):
+            n -= len(view)
             continue
-        view = memoryview(part)[n:]
+        view = view[n:]
         n = 0
         while view:
             view = view[os.write(fd, view) :]
