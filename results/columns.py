@@ -172,8 +172,21 @@ class SelectionColumn:
         long window over old data the column never matched costs nothing per block."""
         B = self.block_rows
         k0, k1 = s // B, (e - 1) // B
-        first = min(self.log.first_block(self.key), k1 + 1)
         dense = self._blocks
+        log = self.log
+        known = log.sealed_blocks_of(self.key, k0, k1)
+        if known is not None:
+            # Only the blocks where the column has matches: its dense ones, the sealed
+            # log blocks its key is in, and the open block.
+            ks = set(known)
+            ks.update(k for k in dense if k0 <= k <= k1)
+            if k0 <= log.open_block <= k1:
+                ks.add(log.open_block)
+            for k in sorted(ks):
+                base = k * B
+                yield k, max(s - base, 0), min(e - base, B), dense.get(k)
+            return
+        first = min(log.first_block(self.key), k1 + 1)
         if dense and first > k0:
             # Dense blocks before the first log block: visit only those.
             ks = sorted(k for k in dense if k0 <= k < first)

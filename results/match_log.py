@@ -11,6 +11,13 @@ Costs: append O(pairs) in C per batch, no Python work per match; ``rows(key, s, 
 O(log m) per sealed block in [s, e) plus a vectorised scan of the open block's pairs;
 expiry drops whole blocks. Keys of dropped queries are filtered out at sealing and by
 ``compact``.
+
+Which sealed blocks hold a key's pairs is kept too, as one 64-bit mask per key (bit
+``k mod 64`` for block ``k``, set at sealing, O(keys in the block) in C; a slot's bits
+are cleared for every key when a newer block takes it, O(keys) in C). While the sealed
+blocks span at most 64 block numbers, a read visits only the blocks its key is in: an
+equality query matching a handful of rows of a long window costs a handful of binary
+searches, not one per block.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ import numpy as np
 
 _EMPTY = np.empty(0, dtype=np.int64)
 _NEVER = np.iinfo(np.int64).max
+_SLOTS = 64  # bits of a presence mask: sealed blocks a key's mask can tell apart
+_BITS = np.left_shift(np.uint64(1), np.arange(_SLOTS, dtype=np.uint64))
 
 
 class MatchLog:
@@ -33,6 +42,8 @@ class MatchLog:
         self._dead: set[int] = set()
         self.on_seal = None  # callback(k, keys, seqs) after a block is sealed
         self._first = np.empty(0, dtype=np.int64)  # key -> first block with its pairs
+        self._present = np.zeros(0, dtype=np.uint64)  # key -> mask of sealed blocks
+        self._slot_block = [-1] * _SLOTS  # slot -> the sealed block its bits stand for
 
     @property
     def open_block(self) -> int:
@@ -95,6 +106,44 @@ class MatchLog:
         order = np.argsort(keys * self.block_rows + (seqs - self._open_k * self.block_rows))
         self._sealed[k] = (keys[order], seqs[order])
         self._note_first(k, keys)
+        self._note_present(k, keys)
+
+    def _note_present(self, k: int, keys: np.ndarray) -> None:
+        """Set block ``k``'s bit in the masks of ``keys``. O(len(keys) + keys known) in C."""
+        slot = k % _SLOTS
+        bit = _BITS[slot]
+        if self._slot_block[slot] > k:
+            return  # a newer block holds the slot: the span is over 64 while k is sealed
+        if self._slot_block[slot] != k:
+            if self._slot_block[slot] >= 0:
+                self._present &= ~bit  # the slot's older block is forgotten by every key
+            self._slot_block[slot] = k
+        top = int(keys.max()) if len(keys) else -1
+        if top >= len(self._present):
+            grown = np.zeros(max(top + 1, 2 * len(self._present)), dtype=np.uint64)
+            grown[: len(self._present)] = self._present
+            self._present = grown
+        self._present[keys] |= bit
+
+    def sealed_blocks_of(self, key: int, k0: int, k1: int) -> list[int] | None:
+        """The sealed blocks in ``[k0, k1]`` that may hold ``key``'s pairs, ascending, or
+        None when the masks cannot tell (the sealed blocks span more than 64 block
+        numbers). O(64)."""
+        sealed = self._sealed
+        if not sealed:
+            return []
+        if len(sealed) > _SLOTS or max(sealed) - min(sealed) >= _SLOTS:
+            return None
+        mask = int(self._present[key]) if key < len(self._present) else 0
+        out = []
+        while mask:
+            low = mask & -mask
+            kk = self._slot_block[low.bit_length() - 1]
+            if k0 <= kk <= k1 and kk in sealed:
+                out.append(kk)
+            mask ^= low
+        out.sort()
+        return out
 
     def seal(self) -> None:
         """Sort the open block and file it; called when a newer block starts."""
@@ -112,6 +161,7 @@ class MatchLog:
         self._open_keys, self._open_seqs = [], []
         if len(keys):
             self._sealed[k] = (keys, seqs)
+            self._note_present(k, keys)
             if self.on_seal is not None:
                 self.on_seal(k, keys, seqs)
 
@@ -194,6 +244,9 @@ class MatchLog:
             order = np.lexsort((seqs, keys))
             assert np.array_equal(order, np.arange(len(keys))), "sealed block not sorted"
             assert k != self._open_k or not self._open_keys
+            if self._slot_block[k % _SLOTS] == k:
+                bit = _BITS[k % _SLOTS]
+                assert np.all(self._present[keys] & bit), "a key's mask misses its block"
         keys, seqs = self._open()
         if len(seqs):
             assert np.all((seqs // B) == self._open_k)

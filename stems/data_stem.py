@@ -36,15 +36,20 @@ _UIDS = itertools.count(1)
 
 
 class _Block:
-    __slots__ = ("cols", "first", "n", "sorted", "tids")
+    __slots__ = ("cols", "first", "last", "n", "sorted", "tids")
 
     def __init__(self, schema: Schema, first: int, capacity: int):
         self.first = first
         self.n = 0
+        self.last: object = None  # the newest timestamp held, as a Python number
         self.cols = [np.empty(capacity, dtype=schema.dtype_of(a)) for a in schema.names]
         self.tids = np.empty(capacity, dtype=np.int64)
         # attr position -> (sorted values, argsort order as int32); only for sealed blocks.
         self.sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _last(b: _Block) -> object:
+    return b.last
 
 
 class DataSteM:
@@ -140,6 +145,7 @@ class DataSteM:
                 dst[blk.n : blk.n + take] = src[done : done + take]
             blk.tids[blk.n : blk.n + take] = tids[done : done + take]
             blk.n += take
+            blk.last = blk.cols[self._ti][blk.n - 1].item()
             done += take
             self._end += take
         return first
@@ -203,10 +209,11 @@ class DataSteM:
     def _search(self, ts: object, side: str) -> int:
         blocks = self._blocks
         ti = self._ti
+        # Python numbers compared (a block's ``last``), not numpy scalars: a third the cost.
         if side == "left":
-            i = bisect.bisect_left(blocks, ts, key=lambda b: b.cols[ti][b.n - 1])
+            i = bisect.bisect_left(blocks, ts, key=_last)
         else:
-            i = bisect.bisect_right(blocks, ts, key=lambda b: b.cols[ti][b.n - 1])
+            i = bisect.bisect_right(blocks, ts, key=_last)
         if i == len(blocks):
             return self._end
         b = blocks[i]

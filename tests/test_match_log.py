@@ -1,0 +1,71 @@
+"""The match log against brute force: every key's pairs per block, the blocks a key's
+presence mask names, and ``_check()`` after every step, over random appends, expiry and
+forgotten keys (more than 64 blocks, so both the mask's reads and its fallback run)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from results.match_log import MatchLog
+
+B = 4
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> list[tuple]:
+    steps = []
+    for _ in range(draw(st.integers(1, 120))):
+        kind = draw(st.sampled_from(["append", "append", "append", "drop", "forget"]))
+        if kind == "append":
+            rows = draw(st.integers(1, 3 * B))
+            keys = draw(st.lists(st.integers(0, 9), min_size=rows, max_size=rows))
+            steps.append(("append", keys))
+        elif kind == "drop":
+            steps.append(("drop", draw(st.integers(0, 40))))
+        else:
+            steps.append(("forget", draw(st.integers(1, 9))))  # key 0 lives on
+    return steps
+
+
+@settings(max_examples=150, deadline=None)
+@given(programs())
+def test_match_log_matches_brute_force(steps: list[tuple]) -> None:
+    log = MatchLog(B)
+    pairs: set[tuple[int, int]] = set()  # (key, seq) still held
+    dead: set[int] = set()
+    end = 0
+    below = 0
+    for kind, arg in steps:
+        if kind == "append":
+            arg = [0 if k in dead else k for k in arg]  # a forgotten key never comes back
+            seqs = np.arange(end, end + len(arg), dtype=np.int64)
+            log.append(np.array(arg, dtype=np.int64), seqs)
+            pairs |= set(zip(arg, seqs.tolist(), strict=True))
+            end += len(arg)
+        elif kind == "drop":
+            below = max(below, min(arg, end // B))
+            log.drop_below(below)
+            pairs = {(k, s) for k, s in pairs if s // B >= below}
+        else:
+            log.forget(arg)
+            dead.add(arg)
+            pairs = {(k, s) for k, s in pairs if k != arg}
+        log._check()
+        last = max(log.open_block, 0)
+        for key in range(10):
+            if key in dead:
+                continue
+            want = sorted(s for k, s in pairs if k == key)
+            got = [
+                s for k in range(0, last + 1) for s in log.rows(key, k, k * B, (k + 1) * B).tolist()
+            ]
+            assert got == want, (key, got, want)
+            for k0, k1 in ((0, last), (last // 2, last), (below, below + 3)):
+                named = log.sealed_blocks_of(key, k0, k1)
+                if named is None:
+                    continue
+                holding = {s // B for s in want if k0 <= s // B <= k1 and s // B != log.open_block}
+                assert holding <= set(named), (key, k0, k1, named, holding)
+                assert named == sorted(named)
