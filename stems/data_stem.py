@@ -36,14 +36,25 @@ _UIDS = itertools.count(1)
 
 
 class _Block:
-    __slots__ = ("cols", "first", "last", "n", "sorted", "tids")
+    """``capacity`` rows. The 8-byte columns (int, float) and the tuple ids are the rows
+    of one int64 matrix (a float column is its row viewed as float64), so a gather of
+    many columns is one ``np.take`` per block; ``cols[i]`` is column i either way."""
+
+    __slots__ = ("cols", "first", "last", "mat", "n", "row_of", "sorted", "tids")
 
     def __init__(self, schema: Schema, first: int, capacity: int):
         self.first = first
         self.n = 0
         self.last: object = None  # the newest timestamp held, as a Python number
-        self.cols = [np.empty(capacity, dtype=schema.dtype_of(a)) for a in schema.names]
-        self.tids = np.empty(capacity, dtype=np.int64)
+        wide = [i for i, a in enumerate(schema.names) if schema.dtype_of(a).kind in "if"]
+        self.mat = np.empty((len(wide) + 1, capacity), dtype=np.int64)
+        self.row_of = {i: r for r, i in enumerate(wide)}  # column -> its row of ``mat``
+        self.cols = [
+            (self.mat[self.row_of[i]].view(schema.dtype_of(a)) if i in self.row_of
+             else np.empty(capacity, dtype=object))
+            for i, a in enumerate(schema.names)
+        ]  # fmt: skip
+        self.tids = self.mat[-1]
         # attr position -> (sorted values, argsort order as int32); only for sealed blocks.
         self.sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -108,7 +119,7 @@ class DataSteM:
         """Bytes held by column arrays and block indexes. O(blocks)."""
         total = 0
         for b in self._blocks:
-            total += sum(c.nbytes for c in b.cols) + b.tids.nbytes
+            total += b.mat.nbytes + sum(c.nbytes for c in b.cols if c.dtype == object)
             total += sum(v.nbytes + o.nbytes for v, o in b.sorted.values())
         total += sum(v.nbytes + o.nbytes for v, o in self._segments.values())
         return total
@@ -296,10 +307,25 @@ class DataSteM:
             starts = [0, *cuts.tolist()]
             ends = [*cuts.tolist(), len(seqs)]
             runs = list(zip(starts, ends, bk[starts].tolist(), strict=True))
+        # The 8-byte columns asked for, as rows of the blocks' matrices: when they are a
+        # run of consecutive rows, one take per block gathers them all.
+        rows = [len(self._blocks[0].row_of) if i is None else self._blocks[0].row_of.get(i)
+                for i in cols]  # fmt: skip
+        wide = [j for j, r in enumerate(rows) if r is not None]
+        r0 = rows[wide[0]] if wide else 0
+        together = len(wide) > 1 and [rows[j] for j in wide] == list(range(r0, r0 + len(wide)))
+        if together:
+            block_out = np.empty((len(wide), len(seqs)), dtype=np.int64)
+            for j, w in enumerate(wide):
+                outs[w] = block_out[j].view(outs[w].dtype)
         for a, z, k in runs:
             b = self._blocks[k]
             off = seqs[a:z] - b.first
-            for out, i in zip(outs, cols, strict=True):
+            if together:
+                np.take(b.mat[r0 : r0 + len(wide)], off, axis=1, out=block_out[:, a:z], mode="clip")
+            for j, (out, i) in enumerate(zip(outs, cols, strict=True)):
+                if together and rows[j] is not None:
+                    continue
                 src = b.tids if i is None else b.cols[i]
                 out[a:z] = src[off]
         return outs
