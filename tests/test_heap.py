@@ -1,4 +1,4 @@
-"""The heap freezer (psoup/server/heap.py): what it freezes, and that freezing the
+"""The heap freezer (psoup/heap.py): what it freezes, and that freezing the
 engine's long-lived state leaks nothing, because that state is freed by reference
 counting, not by the cyclic collector."""
 
@@ -9,8 +9,8 @@ import gc
 import pytest
 
 from psoup.engine import Engine
+from psoup.heap import HeapFreezer
 from psoup.linear_road import streams
-from psoup.server.heap import HeapFreezer
 from psoup.server.worker import EngineWorker
 
 
@@ -51,6 +51,15 @@ def test_engine_worker_freezes_between_closures(clean_gc):
     w.call(lambda: [object() for _ in range(10)])
     w.stop()  # joins the thread: its tick after the closure has run
     assert w.heap.freezes >= 1 and gc.get_freeze_count() > 0
+
+
+def test_a_shard_freezes_between_calls(clean_gc):
+    from psoup.shard.shard import Shard
+
+    shard = Shard(0, freeze_heap_every=1e-9)
+    assert gc.get_freeze_count() == 0
+    ok, _ = shard.call(shard.epoch, [(1, "create_stream", ("r", {"a": "int"}, "a"), {})])[0]
+    assert ok and shard._heap.freezes == 1 and gc.get_freeze_count() > 0
 
 
 @pytest.mark.parametrize("text", [*streams.VEHICLE_QUERIES.values(), streams.DAILY_EXPENDITURE])

@@ -32,7 +32,7 @@ class ServerConfig:
     # thread holding the GIL may keep it while another waits. Shorter lets an invoke
     # through sooner while Ingest calls keep the GIL busy (docs/BENCHMARKS.md, overload).
     gil_switch_ms: float = 5.0
-    freeze_heap_every: float = 1.0  # seconds between heap freezes (psoup/server/heap.py); 0 = never
+    freeze_heap_every: float = 1.0  # seconds between heap freezes (psoup/heap.py); 0 = never
     # An application to run inside the server, NAME or NAME=ARG (psoup/server/apps.py),
     # e.g. "linear-road=validator"; None: none.
     app: str | None = None

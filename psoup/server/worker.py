@@ -9,7 +9,7 @@ turn, so a client that keeps more batches in flight (or opens more Ingest calls)
 get more of the engine than one that keeps fewer. They are counted: when
 ``ingest_limit`` are already waiting, ``submit_ingest`` raises ``QueueFull`` instead of
 letting memory grow. Between two closures the thread gives the heap freezer its turn
-(psoup/server/heap.py), so the collector's full passes stay short.
+(psoup/heap.py), so the collector's full passes stay short.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from psoup.server.heap import HeapFreezer
+from psoup.heap import HeapFreezer
 
 
 class QueueFull(Exception):

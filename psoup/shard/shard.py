@@ -24,6 +24,7 @@ import threading
 from pathlib import Path
 
 from psoup.engine import Engine
+from psoup.heap import HeapFreezer
 from psoup.shard import wire
 
 # What the front-end may ask of a shard: the engine's methods that change or read it.
@@ -48,9 +49,13 @@ class Shard:
         sync: str = "batch",
         strategy: str = "psoup-p",
         checkpoint_bytes: int | None = None,
+        freeze_heap_every: float = 1.0,
         **engine_options,
     ):
         self.index = index
+        # A shard holds its share of the standing queries: without this, the collector's
+        # full passes over their objects stop it for seconds (psoup/heap.py).
+        self._heap = HeapFreezer(freeze_heap_every)
         self.epoch = secrets.token_hex(8)
         self._calls = threading.Lock()  # one call at a time, from whichever side
         self._listener = None
@@ -131,7 +136,9 @@ class Shard:
         (one fsync for the lot). A change whose id is not above ``last_op`` was made
         before: it is passed over and answers (True, None). Raises StaleEpoch."""
         with self._calls:
-            return self._call(epoch, ops)
+            out = self._call(epoch, ops)
+            self._heap.tick()  # between calls, as the server's engine thread does
+            return out
 
     def _call(self, epoch: str, ops: list[tuple]) -> list[tuple[bool, object]]:
         if epoch != self.epoch:
