@@ -137,14 +137,6 @@ def _speedup(text: str) -> float:
     return float(v)
 
 
-def _switch_ms(text: str) -> float:
-    """The interpreter's thread switch interval in ms: 0.01 to 1000."""
-    v = parse_number(text)
-    if not 0.01 <= v <= 1000:
-        raise argparse.ArgumentTypeError(f"{text!r} is not between 0.01 and 1000 ms")
-    return float(v)
-
-
 def _message_bytes(text: str) -> int:
     return _count(text, 1, GRPC_MAX_MESSAGE_BYTES)
 

@@ -13,7 +13,6 @@ from psoup.cli.args import (
     _port,
     _positive,
     _seconds_or_never,
-    _switch_ms,
     _sync_mode,
 )
 from psoup.cli.checks import _error
@@ -184,7 +183,7 @@ def add_parser(sub) -> None:
     )
     limits.add_argument(
         "--gil-switch-ms",
-        type=_switch_ms,
+        type=float,
         default=5.0,
         metavar="MS",
         help="how long one thread may hold Python's interpreter lock while another waits; "
