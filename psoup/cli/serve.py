@@ -182,15 +182,6 @@ def add_parser(sub) -> None:
         help="batches waiting for the engine before ingest is refused (default: %(default)s)",
     )
     limits.add_argument(
-        "--gil-switch-ms",
-        type=float,
-        default=5.0,
-        metavar="MS",
-        help="how long one thread may hold Python's interpreter lock while another waits; "
-        "shorter lets interactive calls through sooner under a flood of ingest "
-        "(default: %(default)s)",
-    )
-    limits.add_argument(
         "--freeze-heap-every",
         type=_seconds_or_never,
         default=1.0,
@@ -252,7 +243,6 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         ingest_queue_batches=args.ingest_queue_batches,
         max_staged_bytes=args.max_staged_bytes,
         freeze_heap_every=args.freeze_heap_every,
-        gil_switch_ms=args.gil_switch_ms,
         app=args.app or (f"linear-road={args.linear_road}" if args.linear_road else None),
         data_dir=None if args.in_memory else str(args.data_dir or default_data_dir()),
         sync=args.sync,

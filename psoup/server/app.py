@@ -6,7 +6,6 @@ import ipaddress
 import logging
 import signal
 import socket
-import sys
 import threading
 from concurrent import futures
 from pathlib import Path
@@ -133,8 +132,6 @@ def start_server(config: ServerConfig) -> RunningServer:
             "or --insecure if the network is trusted"
         )
     sync = Sync.parse(config.sync)
-    if not 0.01 <= config.gil_switch_ms <= 1000:
-        raise ValueError(f"--gil-switch-ms: {config.gil_switch_ms} is not between 0.01 and 1000")
     _check_port_free(config.host, config.port)
     # Taken first: a second server on the same directory stops here, before the port.
     app = AppSpec.parse(config.app) if config.app else None
@@ -156,7 +153,6 @@ def start_server(config: ServerConfig) -> RunningServer:
         if data is not None:
             data.close()
         raise
-    sys.setswitchinterval(config.gil_switch_ms / 1e3)  # process-wide: the server's own
     worker = EngineWorker(config.ingest_queue_batches, config.freeze_heap_every)
     try:
         if app is not None:

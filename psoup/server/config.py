@@ -28,10 +28,6 @@ class ServerConfig:
     metrics_port: int | None = None  # serve Prometheus metrics here over HTTP (0: free port)
     log_level: str = "info"  # psoup serve's log on stderr (psoup/server/logs.py)
     log_format: str = "text"  # text | json
-    # The interpreter's thread switch interval (sys.setswitchinterval), in ms: how long a
-    # thread holding the GIL may keep it while another waits. Shorter lets an invoke
-    # through sooner while Ingest calls keep the GIL busy (docs/BENCHMARKS.md, overload).
-    gil_switch_ms: float = 5.0
     freeze_heap_every: float = 1.0  # seconds between heap freezes (psoup/heap.py); 0 = never
     # An application to run inside the server, NAME or NAME=ARG (psoup/server/apps.py),
     # e.g. "linear-road=validator"; None: none.
