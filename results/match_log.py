@@ -13,11 +13,13 @@ expiry drops whole blocks. Keys of dropped queries are filtered out at sealing a
 ``compact``.
 
 Which sealed blocks hold a key's pairs is kept too, as one 64-bit mask per key (bit
-``k mod 64`` for block ``k``, set at sealing, O(keys in the block) in C; a slot's bits
-are cleared for every key when a newer block takes it, O(keys) in C). While the sealed
-blocks span at most 64 block numbers, a read visits only the blocks its key is in: an
-equality query matching a handful of rows of a long window costs a handful of binary
-searches, not one per block.
+``k mod 64`` for block ``k``): set for the block's keys when it is sealed and cleared for
+them when it is dropped, O(pairs of the block) in C either way. A mask may name more
+blocks than hold the key's pairs (a slot taken by a newer block while an older one was
+still held, a forgotten key), never fewer, and a read checks each block it names. While
+the sealed blocks span at most 64 block numbers, a read visits only the blocks its key
+is in: an equality query matching a handful of rows of a long window costs a handful of
+binary searches, not one per block.
 """
 
 from __future__ import annotations
@@ -109,15 +111,12 @@ class MatchLog:
         self._note_present(k, keys)
 
     def _note_present(self, k: int, keys: np.ndarray) -> None:
-        """Set block ``k``'s bit in the masks of ``keys``. O(len(keys) + keys known) in C."""
+        """Set block ``k``'s bit in the masks of ``keys``. O(len(keys)) in C."""
         slot = k % _SLOTS
         bit = _BITS[slot]
         if self._slot_block[slot] > k:
             return  # a newer block holds the slot: the span is over 64 while k is sealed
-        if self._slot_block[slot] != k:
-            if self._slot_block[slot] >= 0:
-                self._present &= ~bit  # the slot's older block is forgotten by every key
-            self._slot_block[slot] = k
+        self._slot_block[slot] = k
         top = int(keys.max()) if len(keys) else -1
         if top >= len(self._present):
             grown = np.zeros(max(top + 1, 2 * len(self._present)), dtype=np.uint64)
@@ -226,8 +225,11 @@ class MatchLog:
         self._dead.clear()
 
     def drop_below(self, k: int) -> None:
-        """Forget the blocks numbered below ``k``. O(blocks dropped)."""
+        """Forget the blocks numbered below ``k``. O(pairs dropped) in C."""
         for kk in [kk for kk in self._sealed if kk < k]:
+            if self._slot_block[kk % _SLOTS] == kk:  # else a newer block owns those bits
+                keys = self._sealed[kk][0]
+                self._present[keys] &= ~_BITS[kk % _SLOTS]
             del self._sealed[kk]
         if self._open_k < k:
             self._open_keys, self._open_seqs = [], []
