@@ -360,7 +360,7 @@ def paper_table2(queries: int, seed: int) -> Section:
     """Invoke time with 1, 2 and 4 conjoined interval predicates at a window of 2^15
     tuples, per strategy, the result taken as columns, beside the paper's Table 2."""
     sec = Section(
-        "The paper's Table 2: invoke time by conjoined interval predicates, window 2^15",
+        "The paper's Table 2: invoke time by interval predicates (window 2^15)",
         ["predicates", "strategy", "ms p50", "ms mean", "paper ms", "vs paper",
          "nomat/this", "rows"],
     )  # fmt: skip
