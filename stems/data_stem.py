@@ -59,6 +59,9 @@ class _Block:
         self.sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
 
+_FEW = 4  # gathers of at most this many rows go value by value
+
+
 def _last(b: _Block) -> object:
     return b.last
 
@@ -289,14 +292,22 @@ class DataSteM:
 
     def _gather(self, cols: list[int | None], seqs: np.ndarray) -> list[np.ndarray]:
         names = self.schema.names
-        outs = [
-            np.empty(len(seqs), dtype=np.int64 if i is None else self.schema.dtype_of(names[i]))
-            for i in cols
-        ]
+        dtypes = [np.int64 if i is None else self.schema.dtype_of(names[i]) for i in cols]
+        base = self._blocks[0].first if self._blocks else 0
+        B = self.block_rows
+        if 0 < len(seqs) <= _FEW:
+            # A handful of rows (an equality query's usual answer): value by value costs
+            # less than the run-splitting and takes below, which are fixed costs per call.
+            vals: list[list] = [[] for _ in cols]
+            for seq in seqs.tolist():
+                b = self._blocks[(seq - base) // B]
+                off = seq - b.first
+                for v, i in zip(vals, cols, strict=True):
+                    v.append((b.tids if i is None else b.cols[i])[off])
+            return [np.array(v, dtype=d) for v, d in zip(vals, dtypes, strict=True)]
+        outs = [np.empty(len(seqs), dtype=d) for d in dtypes]
         if not len(seqs):
             return outs
-        base = self._blocks[0].first
-        B = self.block_rows
         first_k = (int(seqs[0]) - base) // B
         if first_k == (int(seqs[-1]) - base) // B:
             runs = [(0, len(seqs), first_k)]
