@@ -71,12 +71,17 @@ class Stream:
     owner: str | None = None  # the client that created it (None: no authentication)
     grants: dict[str, set[str]] = field(default_factory=dict)  # client -> rights
     partition_by: str | None = None  # a sharded server spreads it by this attribute
+    _visible: tuple | None = field(default=None, repr=False, compare=False)
 
     def visible_from(self) -> int:
-        """First seq still visible under the retention horizon. O(log n)."""
+        """First seq still visible under the retention horizon. O(log n), O(1) again
+        until the stream changes."""
         if self.max_window is None or self.last_ts is None:
             return self.stem.start_seq
-        return self.stem.first_seq_at_or_after(self.last_ts - self.max_window)
+        key = (self.last_ts, self.stem.uid, self.stem.start_seq, self.stem.end_seq)
+        if self._visible is None or self._visible[0] != key:
+            self._visible = (key, self.stem.first_seq_at_or_after(self.last_ts - self.max_window))
+        return self._visible[1]
 
 
 @dataclass
@@ -788,7 +793,7 @@ class Engine:
             now = self._now(q)
             bounds = q.spec.window.resolve(now)
             spec = q.spec
-            types = tuple(item.type for item in spec.select)
+            types = spec.types
             if spec.is_aggregate:
                 try:
                     rows = self._evaluate(q, now).rows
@@ -916,7 +921,7 @@ class Engine:
             bounds = tuple(
                 min(max(b, INT64_MIN), INT64_MAX) if isinstance(b, int) else b for b in bounds
             )
-        types = tuple(item.type for item in spec.select)
+        types = spec.types
         if parts:
             keys: list = []
             if q.plan.is_join:

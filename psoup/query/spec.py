@@ -20,6 +20,7 @@ Semantics (docs/QUERY_LANGUAGE.md is the user's version):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 Value = int | float | str
@@ -134,7 +135,8 @@ class QuerySpec:
     window: Window
     group_by: Col | None = None
 
-    @property
+    # Computed once per spec (an invoke asks for them every time).
+    @cached_property
     def is_aggregate(self) -> bool:
         return any(item.func is not None for item in self.select)
 
@@ -142,6 +144,11 @@ class QuerySpec:
     def is_join(self) -> bool:
         return len(self.sources) > 1
 
-    @property
+    @cached_property
     def columns(self) -> tuple[str, ...]:
         return tuple(item.name for item in self.select)
+
+    @cached_property
+    def types(self) -> tuple[str, ...]:
+        """The output columns' types ('int', 'float', 'str')."""
+        return tuple(item.type for item in self.select)

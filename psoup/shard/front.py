@@ -387,7 +387,7 @@ class ShardedEngine(Engine):
         nows = [p[0] for p in parts if p[0] is not None]
         at = max(nows) if nows else None
         bounds = next((p[1] for p in parts if p[0] == at), None)
-        types = tuple(item.type for item in spec.select)
+        types = spec.types
         if spec.is_aggregate:
             rows = merge(spec, [p[2] for p in parts])
         elif len(parts) == 1:
