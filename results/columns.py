@@ -19,6 +19,8 @@ tuple's timestamp (seeds/002 lines 1899-1909), in a ``SortedList``.
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 from bitarray import bitarray
 from sortedcontainers import SortedList
@@ -178,11 +180,15 @@ class SelectionColumn:
         if known is not None:
             # Only the blocks where the column has matches: its dense ones, the sealed
             # log blocks its key is in, and the open block.
-            ks = set(known)
-            ks.update(k for k in dense if k0 <= k <= k1)
-            if k0 <= log.open_block <= k1:
-                ks.add(log.open_block)
-            for k in sorted(ks):
+            if dense:
+                known = sorted({*known, *(k for k in dense if k0 <= k <= k1)})
+            ob = log.open_block
+            if k0 <= ob <= k1 and ob not in known:
+                if known and known[-1] > ob:  # dense blocks after the log's open one
+                    bisect.insort(known, ob)
+                else:
+                    known.append(ob)
+            for k in known:
                 base = k * B
                 yield k, max(s - base, 0), min(e - base, B), dense.get(k)
             return

@@ -46,6 +46,7 @@ class MatchLog:
         self._first = np.empty(0, dtype=np.int64)  # key -> first block with its pairs
         self._present = np.zeros(0, dtype=np.uint64)  # key -> mask of sealed blocks
         self._slot_block = [-1] * _SLOTS  # slot -> the sealed block its bits stand for
+        self._masks_tell: bool | None = None  # sealed blocks span <= 64 (None: not known)
 
     @property
     def open_block(self) -> int:
@@ -107,6 +108,7 @@ class MatchLog:
         # One argsort of a combined (key, offset in block) int64 is cheaper than lexsort.
         order = np.argsort(keys * self.block_rows + (seqs - self._open_k * self.block_rows))
         self._sealed[k] = (keys[order], seqs[order])
+        self._masks_tell = None
         self._note_first(k, keys)
         self._note_present(k, keys)
 
@@ -131,7 +133,9 @@ class MatchLog:
         sealed = self._sealed
         if not sealed:
             return []
-        if len(sealed) > _SLOTS or max(sealed) - min(sealed) >= _SLOTS:
+        if self._masks_tell is None:
+            self._masks_tell = len(sealed) <= _SLOTS and max(sealed) - min(sealed) < _SLOTS
+        if not self._masks_tell:
             return None
         mask = int(self._present[key]) if key < len(self._present) else 0
         out = []
@@ -160,6 +164,7 @@ class MatchLog:
         self._open_keys, self._open_seqs = [], []
         if len(keys):
             self._sealed[k] = (keys, seqs)
+            self._masks_tell = None
             self._note_present(k, keys)
             if self.on_seal is not None:
                 self.on_seal(k, keys, seqs)
@@ -218,6 +223,7 @@ class MatchLog:
                     self._sealed[k] = (keys[live], seqs[live])
                 else:
                     del self._sealed[k]
+                    self._masks_tell = None
         if self._open_keys:
             keys, seqs = self._open()
             live = ~np.isin(keys, dead)
@@ -231,6 +237,7 @@ class MatchLog:
                 keys = self._sealed[kk][0]
                 self._present[keys] &= ~_BITS[kk % _SLOTS]
             del self._sealed[kk]
+            self._masks_tell = None
         if self._open_k < k:
             self._open_keys, self._open_seqs = [], []
 

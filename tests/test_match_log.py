@@ -69,3 +69,20 @@ def test_match_log_matches_brute_force(steps: list[tuple]) -> None:
                 holding = {s // B for s in want if k0 <= s // B <= k1 and s // B != log.open_block}
                 assert holding <= set(named), (key, k0, k1, named, holding)
                 assert named == sorted(named)
+
+
+def test_a_column_reads_the_logs_open_block_before_its_dense_ones() -> None:
+    """A column whose newest log pairs sit in the log's open block and whose later blocks
+    went dense: a read over all of them takes the open block too, in order."""
+    from results.columns import Modes, SelectionColumn
+
+    log = MatchLog(B)
+    col = SelectionColumn(1, B, log, {}, Modes())
+    other = SelectionColumn(2, B, log, {}, Modes())
+    other.mark_seqs(np.array([1, 2 * B], dtype=np.int64))  # seals block 0 in the log
+    col.mark_seqs(np.array([5 * B + 1], dtype=np.int64))  # the log's open block is 5
+    col.dense = True
+    col.mark_seqs(np.array([6 * B + 2, 7 * B + 3], dtype=np.int64))
+    want = [5 * B + 1, 6 * B + 2, 7 * B + 3]
+    assert col.rows(0, 8 * B).tolist() == want
+    assert col.count(0, 8 * B) == 3
