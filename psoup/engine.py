@@ -915,7 +915,9 @@ class Engine:
         if now is None:
             now = self._now(q)
         bounds = spec.window.resolve(now)
-        if bounds is not None:
+        if bounds is not None and not (
+            INT64_MIN <= bounds[0] <= INT64_MAX and INT64_MIN <= bounds[1] <= INT64_MAX
+        ):
             # An int end past the 64-bit range selects as the range's own end does (every
             # stored time is within it), and keeps the window sendable.
             bounds = tuple(

@@ -189,13 +189,13 @@ class MatchLog:
         if blk is None:
             return _EMPTY
         keys, seqs = blk
-        a = np.searchsorted(keys, key, "left")
-        z = np.searchsorted(keys, key, "right")
+        a = keys.searchsorted(key, "left")  # the method: no Python wrapper per call
+        z = keys.searchsorted(key, "right")
         if a == z:
             return _EMPTY
         out = seqs[a:z]
         if out[0] < lo or out[-1] >= hi:
-            out = out[np.searchsorted(out, lo) : np.searchsorted(out, hi)]
+            out = out[out.searchsorted(lo) : out.searchsorted(hi)]
         return out
 
     def blocks(self) -> list[int]:

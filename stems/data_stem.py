@@ -231,7 +231,7 @@ class DataSteM:
         if i == len(blocks):
             return self._end
         b = blocks[i]
-        return b.first + int(np.searchsorted(b.cols[ti][: b.n], ts, side=side))
+        return b.first + int(b.cols[ti][: b.n].searchsorted(ts, side=side))
 
     def seq_range(self, lo: object, hi: object) -> tuple[int, int]:
         """Seqs ``[s, e)`` of the stored rows with ``lo <= ts <= hi``. O(log n)."""
