@@ -654,8 +654,7 @@ class Engine:
         ts = st.stem.gather(st.schema.time, seqs)
         self.strategy.add_selection(q.qid, entry, st.name, seqs, ts)
         if isinstance(self.strategy, PSoupC):
-            self.strategy.watch(st.name, entry, q.spec.window)
-            self.strategy.after_batch(st.name, st.last_ts, st.visible_from(), st.stem.start_seq)
+            self.strategy.watch(st.name, entry, q.spec.window, st.last_ts, st.visible_from())
 
     def _register_join(self, q: Query) -> None:
         if not self.strategy.materializes:

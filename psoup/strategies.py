@@ -112,9 +112,12 @@ class PSoupC(Strategy):
         m.extend(seqs, ts)
         self.ts_dtype[stream] = ts.dtype
 
-    def watch(self, stream: str, entry: int, window) -> None:
-        """Have ``entry``'s window maintained after each batch of ``stream``."""
+    def watch(self, stream: str, entry: int, window, now, horizon_seq: int) -> None:
+        """Have ``entry``'s window maintained after each batch of ``stream``, and place it
+        for the stream's current ``now`` and horizon. O(log matches): a registration does
+        not advance the other queries' windows."""
         self.by_stream.setdefault(stream, {})[entry] = window
+        self._advance(self.lists[entry], window, now, horizon_seq)
 
     def drop(self, qid, entries) -> None:
         for e in entries:
