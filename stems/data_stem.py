@@ -40,17 +40,15 @@ class _Block:
     of one int64 matrix (a float column is its row viewed as float64), so a gather of
     many columns is one ``np.take`` per block; ``cols[i]`` is column i either way."""
 
-    __slots__ = ("cols", "first", "last", "mat", "n", "row_of", "sorted", "tids")
+    __slots__ = ("cols", "first", "last", "mat", "n", "sorted", "tids")
 
-    def __init__(self, schema: Schema, first: int, capacity: int):
+    def __init__(self, schema: Schema, first: int, capacity: int, row_of: dict[int, int]):
         self.first = first
         self.n = 0
         self.last: object = None  # the newest timestamp held, as a Python number
-        wide = [i for i, a in enumerate(schema.names) if schema.dtype_of(a).kind in "if"]
-        self.mat = np.empty((len(wide) + 1, capacity), dtype=np.int64)
-        self.row_of = {i: r for r, i in enumerate(wide)}  # column -> its row of ``mat``
+        self.mat = np.empty((len(row_of) + 1, capacity), dtype=np.int64)
         self.cols = [
-            (self.mat[self.row_of[i]].view(schema.dtype_of(a)) if i in self.row_of
+            (self.mat[row_of[i]].view(schema.dtype_of(a)) if i in row_of
              else np.empty(capacity, dtype=object))
             for i, a in enumerate(schema.names)
         ]  # fmt: skip
@@ -91,6 +89,8 @@ class DataSteM:
         self._segments: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._end = 0  # next seq to assign
         self._ti = schema.time_index
+        wide = [i for i, a in enumerate(schema.names) if schema.dtype_of(a).kind in "if"]
+        self._row_of = {i: r for r, i in enumerate(wide)}  # 8-byte column -> matrix row
         self.index_lookups = 0  # probes answered through a block index (for Stats)
         # Unique in this process: (uid, start_seq, end_seq) names the stored rows exactly,
         # since rows are only appended at the end and expired from the front.
@@ -116,7 +116,7 @@ class DataSteM:
         if not self._blocks:
             return None
         b = self._blocks[-1]
-        return b.cols[self._ti][b.n - 1].item()
+        return b.last
 
     def nbytes(self) -> int:
         """Bytes held by column arrays and block indexes. O(blocks)."""
@@ -152,7 +152,7 @@ class DataSteM:
         B = self.block_rows
         while done < n:
             if not self._blocks or self._blocks[-1].n == B:
-                self._blocks.append(_Block(self.schema, self._end, B))
+                self._blocks.append(_Block(self.schema, self._end, B, self._row_of))
             blk = self._blocks[-1]
             take = min(B - blk.n, n - done)
             for dst, src in zip(blk.cols, cols, strict=True):
@@ -174,7 +174,7 @@ class DataSteM:
         blocks = self._blocks
         while k < len(blocks) - 1 or (k < len(blocks) and blocks[k].n == B):
             b = blocks[k]
-            if b.n < B or b.cols[self._ti][b.n - 1] >= horizon:
+            if b.n < B or b.last >= horizon:
                 break
             k += 1
         if k:
@@ -320,8 +320,7 @@ class DataSteM:
             runs = list(zip(starts, ends, bk[starts].tolist(), strict=True))
         # The 8-byte columns asked for, as rows of the blocks' matrices: when they are a
         # run of consecutive rows, one take per block gathers them all.
-        rows = [len(self._blocks[0].row_of) if i is None else self._blocks[0].row_of.get(i)
-                for i in cols]  # fmt: skip
+        rows = [len(self._row_of) if i is None else self._row_of.get(i) for i in cols]
         wide = [j for j, r in enumerate(rows) if r is not None]
         r0 = rows[wide[0]] if wide else 0
         together = len(wide) > 1 and [rows[j] for j in wide] == list(range(r0, r0 + len(wide)))
