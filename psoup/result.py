@@ -22,8 +22,7 @@ def project(spec: QuerySpec, n: int, fetch: Fetch) -> list[tuple]:
     O(n x items) Python objects: the columnar form is ``project_columns``."""
     if not n:
         return []
-    cols = [fetch(item).tolist() for item in spec.select]
-    return list(zip(*cols, strict=True))
+    return list(zip(*(c.tolist() for c in project_columns(spec, n, fetch)), strict=True))
 
 
 def project_columns(spec: QuerySpec, n: int, fetch: Fetch) -> list[np.ndarray]:
