@@ -291,16 +291,15 @@ def _page_columns(data, rows: int, width: int) -> list:
     return cols
 
 
-def _concat(parts: list) -> np.ndarray:
-    """One column from its pages' values (arrays, or lists for strings and NULLs)."""
+def _concat(parts: list) -> np.ndarray | list:
+    """One column from its pages' values (arrays, or lists for strings and NULLs): an
+    array, or a list that ``Result`` keeps as an object array."""
     if parts and all(isinstance(p, np.ndarray) for p in parts):
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
     vals: list = []
     for p in parts:
         vals.extend(p.tolist() if isinstance(p, np.ndarray) else p)
-    out = np.empty(len(vals), dtype=object)
-    out[:] = vals
-    return out
+    return vals
 
 
 @dataclass
