@@ -536,6 +536,29 @@ def test_full_ingest_queue_answers_resource_exhausted(server, stub, stream) -> N
     assert snapshot(stub, stream)[0] == 0
 
 
+def test_ingest_gives_its_turn_back_on_every_ending(server, stub, stream) -> None:
+    """Good batches, a bad batch and a full queue: afterwards every turn is free again."""
+    ingest(stub, batch(stream, [1, 2], [1.0, 2.0], [1, 2]))
+    with pytest.raises(grpc.RpcError):
+        ingest(stub, batch(stream, [3], [3.0], [0]))  # time goes backwards: refused
+    gate = threading.Event()
+    blocker = server.worker.submit(gate.wait)
+    saved, server.worker.ingest_limit = server.worker.ingest_limit, 0
+    try:
+        with pytest.raises(grpc.RpcError):
+            ingest(stub, batch(stream, [4], [4.0], [4]))
+    finally:
+        server.worker.ingest_limit = saved
+        gate.set()
+        blocker.result(timeout=10)
+    ingest(stub, batch(stream, [5], [5.0], [5]))
+    turns = server.servicer.turns
+    done = threading.Event()
+    while turns.free != turns.slots:  # given back as the engine finishes: at most a moment
+        done.wait(0.001)
+    turns._check()
+
+
 def test_columns_round_trip_through_the_codec() -> None:
     ints = np.array([-(2**63), 0, 2**63 - 1])
     assert codec.decode_column(codec.encode_column("a", "int", ints)).tolist() == ints.tolist()

@@ -182,6 +182,15 @@ def add_parser(sub) -> None:
         help="batches waiting for the engine before ingest is refused (default: %(default)s)",
     )
     limits.add_argument(
+        "--ingest-turns",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="ingest batches on their way to the engine at once, from all clients taking "
+        "turns; more keeps more threads busy and interactive calls waiting "
+        "(default: %(default)s)",
+    )
+    limits.add_argument(
         "--freeze-heap-every",
         type=_seconds_or_never,
         default=1.0,
@@ -241,6 +250,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         max_query_chars=args.max_query_chars,
         max_queries_per_client=args.max_queries_per_client,
         ingest_queue_batches=args.ingest_queue_batches,
+        ingest_turns=args.ingest_turns,
         max_staged_bytes=args.max_staged_bytes,
         freeze_heap_every=args.freeze_heap_every,
         app=args.app or (f"linear-road={args.linear_road}" if args.linear_road else None),

@@ -44,6 +44,7 @@ from psoup.server.guard import UndecodableRequest
 from psoup.server.loads import BudgetExceeded, Loads, UnknownLoad
 from psoup.server.metrics import Metrics, release_free_memory
 from psoup.server.observe import Observer
+from psoup.server.turns import IngestTurns
 from psoup.server.worker import EngineWorker, QueueFull
 from psoup.storage.log import StorageError, StorageFullError
 from psoup.values import Result
@@ -174,6 +175,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         self.storage = engine.storage  # None in memory
         self._subscriptions = 0
         self.loads = Loads(max_staged_bytes=config.max_staged_bytes)
+        self.turns = IngestTurns(config.ingest_turns)
 
     # -- common steps -------------------------------------------------------------------
     def _client(self, context: grpc.ServicerContext) -> str:
@@ -361,7 +363,17 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                             return
                     if stop.is_set() or failed.is_set():
                         return
-                    fut = submit(req, columns, inflight)
+                    # One batch of the whole server on its way to the engine per turn
+                    # (psoup/server/turns.py); the engine gives the turn back as it
+                    # finishes the batch, however this call ends.
+                    if not self.turns.acquire(share, stop):
+                        return
+                    try:
+                        fut = submit(req, columns, inflight)
+                    except BaseException:
+                        self.turns.release()
+                        raise
+                    fut.add_done_callback(lambda _: self.turns.release())
                     # Only the batches not yet applied matter (the oldest makes room when
                     # the queue is full): drop the rest, or a call streaming for hours
                     # keeps a future per batch (~1.6 KB each: the server's memory grew
