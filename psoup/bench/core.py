@@ -179,6 +179,7 @@ def paper_workload(sizes: list[int], warm: int, measured: int, seed: int) -> Sec
         [
             "queries",
             "shared t/s",
+            "row API t/s",
             "unshared t/s",
             "shared/unshared",
             "per-tuple loop t/s",
@@ -187,7 +188,7 @@ def paper_workload(sizes: list[int], warm: int, measured: int, seed: int) -> Sec
         ],
     )
     rng = np.random.default_rng(seed)
-    shared, unshared, naive = [], [], []
+    shared, by_rows, unshared, naive = [], [], [], []
     for n in sizes:
         queries = paper_queries(rng, n)
         db = psoup.connect()
@@ -199,14 +200,26 @@ def paper_workload(sizes: list[int], warm: int, measured: int, seed: int) -> Sec
         def make(m: int) -> dict:
             return {a: rng.integers(0, 256, m) for a in PAPER_ATTRS}
 
-        batches = _batches(rng, make, warm + measured, 0)
+        batches = _batches(rng, make, warm + 2 * measured, 0)
+        # The same workload through the row API (Python tuples, as a client without numpy
+        # sends them): the next batches as rows, made before the clock starts.
+        rows = [
+            list(zip(*(b[a].tolist() for a in (*PAPER_ATTRS, "t")), strict=True))
+            for b in batches[warm + measured :]
+        ]
+        batches = batches[: warm + measured]
         with tqdm(
-            total=warm + measured, desc=f"shared, {n} queries", unit="batch", leave=False
+            total=warm + 2 * measured, desc=f"shared, {n} queries", unit="batch", leave=False
         ) as bar:
             _ingest(db, batches[:warm], bar)
             before = db.stats()["matches_marked"]
             secs = _ingest(db, batches[warm:], bar)
             marked = db.stats()["matches_marked"] - before
+            start = time.perf_counter()
+            for r in rows:
+                db.insert("r", r)
+                bar.update(1)
+            row_secs = time.perf_counter() - start
         db.close()
         tuples = measured * BATCH
         base = Unshared(queries, PAPER_WINDOW)
@@ -218,12 +231,14 @@ def paper_workload(sizes: list[int], warm: int, measured: int, seed: int) -> Sec
         base_secs = time.perf_counter() - start
         loop_rate = _per_tuple_rate(queries, batches[-1], max(50, min(BATCH, 200_000 // n)))
         shared.append(tuples / secs)
+        by_rows.append(tuples / row_secs)
         unshared.append(tuples / base_secs)
         naive.append(loop_rate)
         sec.rows.append(
             [
                 n,
                 shared[-1],
+                by_rows[-1],
                 unshared[-1],
                 shared[-1] / unshared[-1],
                 loop_rate,
@@ -237,11 +252,14 @@ def paper_workload(sizes: list[int], warm: int, measured: int, seed: int) -> Sec
         "interval on one of the 4 attributes, chosen uniformly. 'unshared' tests each query "
         "on its own with one vectorised numpy comparison per query and batch and appends to "
         "the query's own bitmap; 'per-tuple loop' is the naive evaluation of every query "
-        "against every tuple in Python (measured on a sample of one batch)."
+        "against every tuple in Python (measured on a sample of one batch). 'row API' is "
+        "shared again, over the next batches given as Python tuples (`insert`), not as "
+        "columns."
     )
     sec.plots.append("core_paper_workload.png")
     sec.series = {  # type: ignore[attr-defined]
         "shared (PSoup-P)": (sizes, shared),
+        "shared, row API": (sizes, by_rows),
         "unshared, per query vectorised": (sizes, unshared),
         "unshared, per tuple loop": (sizes, naive),
     }
