@@ -26,6 +26,7 @@ from pathlib import Path
 
 from clients import PSoupClient
 from psoup.bench import lr_profile, machine, report
+from psoup.bench.flame import Flame
 from psoup.child import in_child
 from psoup.linear_road import check, driver, generate
 from psoup.server.process import ServerProcess
@@ -105,11 +106,22 @@ def run(
             spark_peak = driver.children_peak_rss("spark (hydration)")
             cpu0 = srv.cpu_seconds()
             killer = _shard_killer(srv.target, kill_shard / speedup) if kill_shard else None
+            flame_svg = out / f"linear_road_flame{suffix.replace('-', '_')}.svg"
+            flame = Flame(srv.proc.pid, flame_svg) if profile else None
             with machine.busy_loop() if stress else contextlib.nullcontext():
                 summary = driver.run(
                     input_path, None, answers, speedup, server=srv.target,
                     server_cpu=srv.cpu_seconds,
                 )  # fmt: skip
+            flame_note = None
+            if flame is not None:
+                flame_note = (
+                    f"py-spy flame graph of the server through the replay: [{flame_svg.name}]"
+                    f"({flame_svg.name})"
+                    if flame.stop()
+                    else f"No flame graph: {flame.problem}."
+                )
+                print(flame_note)
             restarts = _restarts(srv.target) if shards else []
             if killer is not None:
                 killer.cancel()
@@ -198,6 +210,10 @@ def run(
         "",
         f"![response times]({plot_name})",
     ]
+    if flame_note is not None:
+        facts += ["", flame_note + " (sampled 49 times a second with native frames, which"
+                  " pauses the server briefly at each sample: timings of a profiled run are"
+                  " not a rating)."]  # fmt: skip
     if prof is not None:
         comp, n, secs = prof
         facts += [
