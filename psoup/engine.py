@@ -819,6 +819,8 @@ class Engine:
 
     def _now(self, q: Query):
         """NOW for ``q``: the latest timestamp of its streams (None before any tuple)."""
+        if len(q.plan.streams) == 1:
+            return self.streams[q.plan.streams[0]].last_ts
         stamps = [self.streams[s].last_ts for s in q.plan.streams]
         stamps = [t for t in stamps if t is not None]
         return max(stamps) if stamps else None

@@ -95,6 +95,8 @@ class DataSteM:
         # Unique in this process: (uid, start_seq, end_seq) names the stored rows exactly,
         # since rows are only appended at the end and expired from the front.
         self.uid = next(_UIDS)
+        # Where windows begin, for the rows stored now: ((start, end), {lo: seq}).
+        self._starts: tuple[tuple[int, int] | None, dict] = (None, {})
 
     # ------------------------------------------------------------------ size
     @property
@@ -234,9 +236,23 @@ class DataSteM:
         return b.first + int(b.cols[ti][: b.n].searchsorted(ts, side=side))
 
     def seq_range(self, lo: object, hi: object) -> tuple[int, int]:
-        """Seqs ``[s, e)`` of the stored rows with ``lo <= ts <= hi``. O(log n)."""
-        s = self.first_seq_at_or_after(lo)
-        e = self.first_seq_after(hi)
+        """Seqs ``[s, e)`` of the stored rows with ``lo <= ts <= hi``. O(log n), O(1)
+        for a window that ends at or after the newest row and begins where one placed
+        since the last append or expiry began (the usual invoke: NOW - w .. NOW)."""
+        blocks = self._blocks
+        if not blocks:
+            return self._end, self._end
+        version = (blocks[0].first, self._end)
+        if self._starts[0] != version:
+            self._starts = (version, {})
+        found = self._starts[1]
+        s = found.get(lo)
+        if s is None:
+            s = self.first_seq_at_or_after(lo)
+            if len(found) < 64:  # a handful of window lengths in use; bounded anyway
+                found[lo] = s
+        # Timestamps never decrease, so nothing stored is newer than the last block's last.
+        e = self._end if hi >= blocks[-1].last else self.first_seq_after(hi)
         return s, max(s, e)
 
     # ------------------------------------------------------------------ read
