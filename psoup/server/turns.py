@@ -19,6 +19,19 @@ import threading
 from collections import OrderedDict, deque
 
 
+def next_in_turn(lines: OrderedDict[str, deque]):
+    """Pop the oldest item of the first client in ``lines`` (client -> its deque, none
+    empty), which then goes to the back of the line (or leaves it, if that was its last):
+    round-robin over clients, each client's own in order. O(1)."""
+    client, q = next(iter(lines.items()))
+    item = q.popleft()
+    if q:
+        lines.move_to_end(client)
+    else:
+        del lines[client]
+    return item
+
+
 class IngestTurns:
     """``slots`` turns shared by all clients, handed out round-robin over clients."""
 
@@ -63,13 +76,7 @@ class IngestTurns:
             if not self._waiting:
                 self._free += 1
                 return
-            client, q = next(iter(self._waiting.items()))
-            mine = q.popleft()
-            if q:
-                self._waiting.move_to_end(client)
-            else:
-                del self._waiting[client]
-            mine.set()
+            next_in_turn(self._waiting).set()
 
     def _check(self) -> None:
         """Invariants: free turns within [0, slots]; none free while someone waits."""

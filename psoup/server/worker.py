@@ -21,6 +21,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from psoup.heap import HeapFreezer
+from psoup.server.turns import next_in_turn
 
 
 class QueueFull(Exception):
@@ -82,14 +83,8 @@ class EngineWorker:
                 if self._urgent:
                     return self._urgent.popleft()
                 if self._ingest:
-                    client, q = next(iter(self._ingest.items()))
-                    item = q.popleft()
-                    if q:
-                        self._ingest.move_to_end(client)
-                    else:
-                        del self._ingest[client]
                     self._ingest_waiting -= 1
-                    return item
+                    return next_in_turn(self._ingest)
                 if self._stopping:
                     return None
                 self._cond.wait()
