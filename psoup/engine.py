@@ -596,6 +596,14 @@ class Engine:
         with self.lock:
             spec = compile_query(text, params, self.schemas())
             plan = Plan(spec, self.schemas())
+            return self._restore_planned(handle, text, params, owner, registered_at, spec, plan,
+                                         allow)  # fmt: skip
+
+    def _restore_planned(
+        self, handle, text, params, owner, registered_at, spec, plan, allow=None
+    ) -> str:
+        """``restore_query`` once ``text`` is compiled to ``spec`` and ``plan``."""
+        with self.lock:
             if allow is not None:
                 allow(list(dict.fromkeys(plan.streams)))
             if handle in self.queries:

@@ -261,7 +261,7 @@ class ShardedEngine(Engine):
             plan = Plan(spec, self.schemas())
             parts = {s: self.streams[s].partition_by for s in plan.streams}
             shards = placement(plan, parts, self.n)
-            super().restore_query(handle, text, params, owner, registered_at, allow=allow)
+            self._restore_planned(handle, text, params, owner, registered_at, spec, plan, allow)
             self.placements[handle] = shards
             if self._restoring:
                 return handle
