@@ -859,10 +859,11 @@ class Engine:
             return self._evaluate(q, now)
 
     def invoke_parts(self, handle: str, now: int | float | None = None):
-        """What a shard contributes to a sharded invoke (psoup/shard/gather.py merges
-        them): ``(now, bounds, rows, keys)`` for a selection or join, with each row's
-        order key (its tuple id; for a join pair the older tuple's time and both ids),
-        or ``(now, bounds, partial, None)`` for an aggregate, with ``result.partial``'s
+        """What a shard contributes to a sharded invoke (the front-end merges them):
+        ``(now, bounds, arrays, tids)`` for a selection, one array per output column
+        and the rows' tuple ids (an int64 array) to merge by; ``(now, bounds, rows,
+        keys)`` for a join, each pair's order key the older tuple's time and both ids;
+        ``(now, bounds, partial, None)`` for an aggregate, with ``result.partial``'s
         mergeable state per group. Cost as ``invoke``."""
         with self.lock:
             q = self._query(handle)
@@ -873,9 +874,10 @@ class Engine:
 
     def invoke_since(self, handle: str, stream: str, first_tid: int):
         """What a subscription hears of a batch (as ``subscribe``'s callback), for a
-        sharded front-end: ``(now, bounds, rows, keys)`` of the rows involving a tuple of
-        ``stream`` with an id at or after ``first_tid`` (keys as ``invoke_parts``), or for
-        an aggregate its whole partial state (the front-end compares merged results).
+        sharded front-end: the rows involving a tuple of ``stream`` with an id at or after
+        ``first_tid``, in ``invoke_parts``' form (a selection's as arrays and tuple ids),
+        or for an aggregate its whole partial state (the front-end compares merged
+        results).
         O(log n) to find the batch, then as the subscription's own read."""
         with self.lock:
             q = self._query(handle)
@@ -887,9 +889,9 @@ class Engine:
             keys: list = []
             if q.plan.is_join:
                 rows = self._invoke_join(q, bounds, new=(stream, since), keys=keys)
-            else:
-                rows = self._invoke_selection(q, bounds, since=since, keys=keys)
-            return now, bounds, rows, keys
+                return now, bounds, rows, keys
+            cols = self._invoke_selection(q, bounds, since=since, keys=keys, columnar=True)
+            return now, bounds, tuple(cols), keys[0]
 
     @staticmethod
     def _seq_of_tid(st: Stream, tid: int) -> int:
@@ -937,8 +939,11 @@ class Engine:
             keys: list = []
             if q.plan.is_join:
                 rows = self._invoke_join(q, bounds, keys=keys)
-            else:
+            elif spec.is_aggregate:
                 rows = self._invoke_selection(q, bounds, keys=keys)
+            else:
+                cols = self._invoke_selection(q, bounds, keys=keys, columnar=True)
+                return now, bounds, tuple(cols), keys[0]
             return now, bounds, rows, None if spec.is_aggregate else keys
         if q.plan.is_join:
             out = self._invoke_join(q, bounds, columnar=True)
@@ -996,7 +1001,9 @@ class Engine:
                 return partial(spec, len(seqs), fetch, group)
             return aggregate(spec, len(seqs), fetch, group)
         if keys is not None:
-            keys.extend(st.stem.gather_tids(seqs).tolist())
+            tids = st.stem.gather_tids(seqs)
+            # Columns come with their tuple ids as one array; rows with a key per row.
+            keys.extend([tids] if columnar else tids.tolist())
         if columnar:
             return project_columns(spec, len(seqs), fetch)
         return project(spec, len(seqs), fetch)
