@@ -98,6 +98,7 @@ class Query:
     registered_at: float = field(default_factory=time.time)
     invocations: int = 0
     owner: str | None = None  # the client that registered it (the server's auth id)
+    read_at: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -951,7 +952,7 @@ class Engine:
             out = self._invoke_selection(q, bounds, columnar=True)
         if spec.is_aggregate:
             return Result(spec.columns, types, out, now, bounds)
-        return Result(spec.columns, types, now=now, window=bounds, arrays=out)
+        return Result.of_owned_arrays(spec.columns, types, out, now, bounds)
 
     def _invoke_selection(
         self, q: Query, bounds, since: int = 0, keys: list | None = None, columnar: bool = False
@@ -987,10 +988,10 @@ class Engine:
                 if s < e
                 else np.empty(0, np.int64)
             )
-        attrs = [item.col.attr for item in spec.select if item.col is not None]
-        if spec.group_by is not None:
-            attrs.append(spec.group_by.attr)
-        values = st.stem.gather_many(attrs, seqs)
+        attrs = spec.read_attrs
+        if q.read_at is None:  # the attributes' positions in the stream, once per query
+            q.read_at = tuple(st.schema.index_of(a) for a in attrs)
+        values = dict(zip(attrs, st.stem.gather_at(q.read_at, seqs), strict=True))
 
         def fetch(item):
             return values[item.col.attr]

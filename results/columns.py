@@ -183,7 +183,7 @@ class SelectionColumn:
             if dense:
                 known = sorted({*known, *(k for k in dense if k0 <= k <= k1)})
             ob = log.open_block
-            if k0 <= ob <= k1 and ob not in known:
+            if k0 <= ob <= k1 and ob not in known and (ob in dense or log.open_has(self.key)):
                 if known and known[-1] > ob:  # dense blocks after the log's open one
                     bisect.insort(known, ob)
                 else:

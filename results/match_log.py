@@ -8,7 +8,8 @@ block collects pairs unsorted; when a block fills it is sealed: sorted by (key, 
 O(m log m) in C. A query's matches inside a sealed block are then one binary search away.
 
 Costs: append O(pairs) in C per batch, no Python work per match; ``rows(key, s, e)``
-O(log m) per sealed block in [s, e) plus a vectorised scan of the open block's pairs;
+O(log m) per sealed block in [s, e) plus, when the open block holds pairs of the key
+(known in O(1)), a vectorised scan of its pairs;
 expiry drops whole blocks. Keys of dropped queries are filtered out at sealing and by
 ``compact``.
 
@@ -44,6 +45,7 @@ class MatchLog:
         self._dead: set[int] = set()
         self.on_seal = None  # callback(k, keys, seqs) after a block is sealed
         self._first = np.empty(0, dtype=np.int64)  # key -> first block with its pairs
+        self._last = np.empty(0, dtype=np.int64)  # key -> newest block appended its pairs
         self._present = np.zeros(0, dtype=np.uint64)  # key -> mask of sealed blocks
         self._slot_block = [-1] * _SLOTS  # slot -> the sealed block its bits stand for
         self._masks_tell: bool | None = None  # sealed blocks span <= 64 (None: not known)
@@ -88,11 +90,23 @@ class MatchLog:
         # skips the blocks before it. O(pairs) in C.
         top = int(keys.max())
         if top >= len(self._first):
-            grown = np.full(max(top + 1, 2 * len(self._first)), _NEVER, dtype=np.int64)
+            size = max(top + 1, 2 * len(self._first))
+            grown = np.full(size, _NEVER, dtype=np.int64)
             grown[: len(self._first)] = self._first
             self._first = grown
+            last = np.full(size, -1, dtype=np.int64)
+            last[: len(self._last)] = self._last
+            self._last = last
         ks = keys[self._first[keys] > k]
         self._first[ks] = k
+        if k == self._open_k:
+            # Which keys the open block holds: a read of a key it does not hold skips the
+            # scan of its unsorted pairs. O(pairs) in C.
+            self._last[keys] = k
+
+    def open_has(self, key: int) -> bool:
+        """Whether the open block holds pairs of ``key``. O(1)."""
+        return key < len(self._last) and int(self._last[key]) == self._open_k >= 0
 
     def first_block(self, key: int) -> int:
         """The first block where ``key`` has pairs (a huge number if none). O(1)."""
@@ -180,6 +194,8 @@ class MatchLog:
     def rows(self, key: int, k: int, lo: int, hi: int) -> np.ndarray:
         """Ascending seqs of ``key`` in block ``k`` within seqs ``[lo, hi)``."""
         if k == self._open_k:
+            if not self.open_has(key):
+                return _EMPTY
             keys, seqs = self._open()
             out = seqs[keys == key]
             if len(out) and (out[0] < lo or out[-1] >= hi):

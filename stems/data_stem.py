@@ -296,6 +296,11 @@ class DataSteM:
         """Global tuple ids at the given stored, ascending seqs."""
         return self._gather([None], seqs)[0]
 
+    def gather_at(self, positions: Sequence[int], seqs: np.ndarray) -> list[np.ndarray]:
+        """The values of the attributes at ``positions`` (schema order numbers) at the
+        given stored, ascending seqs, one array each. As ``gather_many``."""
+        return self._gather(positions, seqs)
+
     def gather_many(self, attrs, seqs: np.ndarray) -> dict[str, np.ndarray]:
         """attr -> values at the given stored, ascending seqs, for each of ``attrs``.
 

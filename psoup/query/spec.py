@@ -145,6 +145,15 @@ class QuerySpec:
         return len(self.sources) > 1
 
     @cached_property
+    def read_attrs(self) -> tuple[str, ...]:
+        """The attributes a one-stream invoke reads: the select items' and the GROUP BY
+        one, each once, in that order."""
+        attrs = [item.col.attr for item in self.select if item.col is not None]
+        if self.group_by is not None:
+            attrs.append(self.group_by.attr)
+        return tuple(dict.fromkeys(attrs))
+
+    @cached_property
     def columns(self) -> tuple[str, ...]:
         return tuple(item.name for item in self.select)
 
