@@ -1,11 +1,13 @@
 """A py-spy flame graph of a running process, for benchmarks' ``--profile``.
 
 ``Flame(pid, svg)`` starts ``py-spy record`` on the process (and its children: a sharded
-server's Ray workers) and ``stop()`` ends it, which makes py-spy write the SVG. Native
-frames (numpy, gRPC's C core, protobuf) are kept where py-spy can unwind them, since
-much of a server's time is spent there. py-spy needs to be allowed to read the other
-process's memory (ptrace): without that, or without py-spy, ``stop()`` says why in one
-line and the benchmark goes on without the graph.
+server's Ray workers) and ``stop()`` ends it, which makes py-spy write the SVG. Only the
+thread holding the interpreter lock is sampled (``--gil``): a psoup server is bound by
+its GIL (docs/BENCHMARKS.md, the overload reading), and without it the graph is mostly
+threads waiting in native code, which py-spy's ``--native`` counts as busy. Native
+frames (numpy, gRPC's C core, protobuf) are kept where py-spy can unwind them. py-spy
+needs to be allowed to read the other process's memory (ptrace): without that, or
+without py-spy, ``stop()`` says why in one line and the benchmark goes on without it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class Flame:
             self.problem = "py-spy is not installed"
             return
         cmd = [exe, "record", "--pid", str(pid), "--output", str(svg), "--format",
-               "flamegraph", "--rate", str(rate), "--subprocesses"]  # fmt: skip
+               "flamegraph", "--rate", str(rate), "--subprocesses", "--gil"]  # fmt: skip
         if native:
             cmd.append("--native")
         self.proc = subprocess.Popen(

@@ -211,9 +211,10 @@ def run(
         f"![response times]({plot_name})",
     ]
     if flame_note is not None:
-        facts += ["", flame_note + " (sampled 49 times a second with native frames, which"
-                  " pauses the server briefly at each sample: timings of a profiled run are"
-                  " not a rating)."]  # fmt: skip
+        facts += ["", flame_note + " (the thread holding the GIL, in the server and its"
+                  " Ray workers, sampled 49 times a second with native frames, which pauses"
+                  " the process briefly at each sample: timings of a profiled run are not a"
+                  " rating)."]  # fmt: skip
     if prof is not None:
         comp, n, secs = prof
         facts += [
