@@ -404,7 +404,18 @@ def test_subscribe_says_when_its_query_is_unregistered(server) -> None:
             _stop(proc)
 
 
-def test_ctrl_c_during_ingest_says_how_far_it_got(server, tmp_path) -> None:
+@pytest.fixture
+def sigint_default():
+    """The children of the Ctrl-C tests find SIGINT's default action, as a terminal's
+    Ctrl-C finds a foreground command, even when this suite itself was started with
+    SIGINT ignored (a background job of a non-interactive shell, `.ci/run &`): an ignored
+    SIGINT is inherited through exec, and Python then installs no KeyboardInterrupt."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def test_ctrl_c_during_ingest_says_how_far_it_got(server, tmp_path, sigint_default) -> None:
     """Interrupted, ingest stops reading, and what it reports went in is what the server
     has: nothing lost between the acknowledgements and the message."""
     with PSoupClient(server) as c:
@@ -430,7 +441,7 @@ def test_ctrl_c_during_ingest_says_how_far_it_got(server, tmp_path) -> None:
             _stop(proc)
 
 
-def test_ctrl_c_elsewhere_exits_130_in_one_line(tmp_path) -> None:
+def test_ctrl_c_elsewhere_exits_130_in_one_line(tmp_path, sigint_default) -> None:
     out = tmp_path / "input.dat"
     proc = _popen("linear-road", "generate", "--out", str(out), "--duration", "10800")
     try:
