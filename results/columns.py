@@ -179,11 +179,11 @@ class SelectionColumn:
         known = log.sealed_blocks_of(self.key, k0, k1)
         if known is not None:
             # Only the blocks where the column has matches: its dense ones, the sealed
-            # log blocks its key is in, and the open block.
+            # log blocks its key is in, and the open block if it holds the key.
             if dense:
                 known = sorted({*known, *(k for k in dense if k0 <= k <= k1)})
             ob = log.open_block
-            if k0 <= ob <= k1 and ob not in known and (ob in dense or log.open_has(self.key)):
+            if k0 <= ob <= k1 and ob not in known and log.open_has(self.key):
                 if known and known[-1] > ob:  # dense blocks after the log's open one
                     bisect.insort(known, ob)
                 else:
