@@ -64,6 +64,7 @@ def test_the_metrics_count_what_the_server_does(server, capsys) -> None:
     assert m[("psoup_stream_bytes", (("stream", "r"),))] > 0
     assert m[("psoup_matches_marked_total", ())] == 3
     assert m[("psoup_ingest_queue_batches", ())] == 0
+    assert m[("psoup_ingest_paused_seconds_total", ())] == server.servicer.turns.paused
     assert m[("psoup_subscriptions", ())] == 0
     assert m[("psoup_invoke_seconds_count", (("strategy", "psoup-p"),))] == 5
     assert m[("psoup_requests_total", (("client", "alice"), ("method", "InvokeQuery")))] == 5

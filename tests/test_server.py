@@ -559,6 +559,26 @@ def test_ingest_gives_its_turn_back_on_every_ending(server, stub, stream) -> Non
     turns._check()
 
 
+def test_ingest_makes_way_for_interactive_calls() -> None:
+    """Ingest pauses only once an interactive call has come, and loses nothing by it."""
+    srv = start_server(ServerConfig(port=0, ingest_share=0.5))
+    turns = srv.servicer.turns
+    turns.recent = 3600.0  # every interactive call of this test counts as recent
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
+            stub = pb_grpc.PSoupStub(ch)
+            stub.CreateStream(create_request("s"))
+            ingest(stub, *(batch("s", [k], [1.0], [k], batch_id=k) for k in range(3)))
+            assert turns.paused == 0.0  # creating a stream is not interactive
+            stub.DescribeStream(pb.DescribeStreamRequest(name="s"))
+            acks = ingest(stub, *(batch("s", [k], [1.0], [k], batch_id=k) for k in range(3, 9)))
+            assert [a.batch_id for a in acks] == list(range(3, 9))
+            assert turns.paused > 0.0
+            assert snapshot(stub, "s")[0] == 9
+    finally:
+        srv.stop(grace=1)
+
+
 def test_columns_round_trip_through_the_codec() -> None:
     ints = np.array([-(2**63), 0, 2**63 - 1])
     assert codec.decode_column(codec.encode_column("a", "int", ints)).tolist() == ints.tolist()

@@ -76,3 +76,85 @@ def test_no_turn_is_lost_when_waiters_give_up(seed: int) -> None:
         turns.release()
     assert turns.free == slots
     turns._check()
+
+
+class _Clock:
+    """A clock the test moves; ``wait`` (a stop event's) advances it instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.waits: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Stop:
+    """A stop event whose ``wait`` records the pause and moves the clock past it."""
+
+    def __init__(self, clock: _Clock, stop_during_wait: bool = False) -> None:
+        self.clock = clock
+        self.stop_during_wait = stop_during_wait
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float) -> bool:
+        self.clock.waits.append(timeout)
+        self.clock.now += timeout
+        self._set = self._set or self.stop_during_wait
+        return self._set
+
+
+@pytest.mark.parametrize("share", [0.25, 0.5, 0.8])
+def test_ingest_pauses_for_interactive_calls_in_proportion_to_its_share(share: float) -> None:
+    clock = _Clock()
+    turns = IngestTurns(1, share=share, recent=1.0, clock=clock)
+    stop = _Stop(clock)
+    taken = turns.acquire("a", stop)
+    clock.now += 0.2
+    turns.release(taken)  # no interactive call yet: no pause owed
+    assert turns.acquire("a", stop) == clock.now and clock.waits == []
+    turns.interactive()
+    held_from = clock.now
+    clock.now += 0.2
+    turns.release(held_from)
+    before = clock.now
+    again = turns.acquire("b", stop)
+    owed = 0.2 * (1 - share) / share
+    assert clock.waits == [pytest.approx(owed)]
+    assert again == pytest.approx(before + owed) and turns.paused == pytest.approx(owed)
+    # held 0.2 s, paused ``owed``: ingest had ``share`` of the time
+    assert 0.2 / (0.2 + owed) == pytest.approx(share)
+    turns.release()  # no time given: no pause
+    turns._check()
+
+
+def test_interactive_calls_older_than_recent_owe_nothing() -> None:
+    clock = _Clock()
+    turns = IngestTurns(1, share=0.5, recent=1.0, clock=clock)
+    turns.interactive()
+    clock.now += 1.5
+    assert turns.pause_after(0.3) == 0.0
+    turns.interactive()
+    assert turns.pause_after(0.3) == pytest.approx(0.3)
+    assert IngestTurns(1, share=1.0, clock=clock).pause_after(0.3) == 0.0
+
+
+def test_a_reader_stopped_during_its_pause_gives_the_turn_back() -> None:
+    clock = _Clock()
+    turns = IngestTurns(1, share=0.5, clock=clock)
+    turns.interactive()
+    taken = turns.acquire("a", _Stop(clock))
+    clock.now += 0.1
+    turns.release(taken)
+    assert turns.acquire("a", _Stop(clock, stop_during_wait=True)) is None
+    assert turns.free == 1
+    turns._check()
+
+
+@pytest.mark.parametrize("share", [0.0, -0.5, 1.5])
+def test_a_share_outside_zero_to_one_is_refused(share: float) -> None:
+    with pytest.raises(ValueError, match="share"):
+        IngestTurns(1, share=share)

@@ -137,6 +137,14 @@ def _speedup(text: str) -> float:
     return float(v)
 
 
+def _share(text: str) -> float:
+    """A fraction in (0, 1]."""
+    v = parse_number(text)
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"not a fraction in (0, 1]: {text!r}")
+    return float(v)
+
+
 def _message_bytes(text: str) -> int:
     return _count(text, 1, GRPC_MAX_MESSAGE_BYTES)
 

@@ -13,6 +13,7 @@ from psoup.cli.args import (
     _port,
     _positive,
     _seconds_or_never,
+    _share,
     _sync_mode,
 )
 from psoup.cli.checks import _error
@@ -191,6 +192,15 @@ def add_parser(sub) -> None:
         "(default: %(default)s)",
     )
     limits.add_argument(
+        "--ingest-share",
+        type=_share,
+        default=0.5,
+        metavar="FRACTION",
+        help="while interactive calls (invoke, register, describe) arrive, ingest holds "
+        "the engine at most this share of the time, so they do not wait behind a flood; "
+        "1 = no limit (default: %(default)s)",
+    )
+    limits.add_argument(
         "--freeze-heap-every",
         type=_seconds_or_never,
         default=1.0,
@@ -251,6 +261,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         max_queries_per_client=args.max_queries_per_client,
         ingest_queue_batches=args.ingest_queue_batches,
         ingest_turns=args.ingest_turns,
+        ingest_share=args.ingest_share,
         max_staged_bytes=args.max_staged_bytes,
         freeze_heap_every=args.freeze_heap_every,
         app=args.app or (f"linear-road={args.linear_road}" if args.linear_road else None),

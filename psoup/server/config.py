@@ -23,6 +23,7 @@ class ServerConfig:
     max_staged_bytes: int = 8 << 30  # rows staged by all open bulk loads together
     ingest_queue_batches: int = 64  # batches waiting for the engine before Ingest is refused
     ingest_turns: int = 1  # Ingest batches on their way to the engine at once (server/turns.py)
+    ingest_share: float = 0.5  # of the time ingest may hold its turns while interactive calls come
     subscription_buffer: int = 10_000  # undelivered messages before a subscriber is cut off
     page_rows: int = 4096  # default rows per InvokeQuery page
     workers: int = 32  # gRPC handler threads

@@ -71,6 +71,11 @@ class _EngineCollector(Collector):
             "psoup_matches_marked", "Matches marked in the results structure",
             value=s["matches_marked"],
         )  # fmt: skip
+        yield CounterMetricFamily(
+            "psoup_ingest_paused_seconds",
+            "Time ingest waited for interactive calls (psoup serve --ingest-share)",
+            value=s["ingest_paused_seconds"],
+        )
         per = {
             "psoup_standing_queries": ("Standing queries reading the stream", "queries"),
             "psoup_tuples_stored": ("Tuples retained in the stream", "tuples_stored"),

@@ -175,7 +175,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         self.storage = engine.storage  # None in memory
         self._subscriptions = 0
         self.loads = Loads(max_staged_bytes=config.max_staged_bytes)
-        self.turns = IngestTurns(config.ingest_turns)
+        self.turns = IngestTurns(config.ingest_turns, share=config.ingest_share)
 
     # -- common steps -------------------------------------------------------------------
     def _client(self, context: grpc.ServicerContext) -> str:
@@ -245,6 +245,8 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return self._unary(context, run)
 
     def DescribeStream(self, request, context):
+        self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
+
         def run():
             self._client(context)
             return self.worker.call(lambda: self._describe_stream(request.name))
@@ -256,6 +258,8 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return _stream_info(self.engine, name)
 
     def ListStreams(self, request, context):
+        self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
+
         def run():
             self._client(context)
 
@@ -366,14 +370,14 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                     # One batch of the whole server on its way to the engine per turn
                     # (psoup/server/turns.py); the engine gives the turn back as it
                     # finishes the batch, however this call ends.
-                    if not self.turns.acquire(share, stop):
+                    if (taken := self.turns.acquire(share, stop)) is None:
                         return
                     try:
                         fut = submit(req, columns, inflight)
                     except BaseException:
                         self.turns.release()
                         raise
-                    fut.add_done_callback(lambda _: self.turns.release())
+                    fut.add_done_callback(lambda _, t=taken: self.turns.release(t))
                     # Only the batches not yet applied matter (the oldest makes room when
                     # the queue is full): drop the rest, or a call streaming for hours
                     # keeps a future per batch (~1.6 KB each: the server's memory grew
@@ -448,6 +452,8 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
     # -- queries ------------------------------------------------------------------------
     def RegisterQuery(self, request, context):
+        self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
+
         def run():
             client = self._client(context)
             if not request.text.strip():
@@ -501,6 +507,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return self._unary(context, run)
 
     def InvokeQuery(self, request, context):
+        self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
         try:
             client = self._client(context)
             self._own(client, request.handle)
@@ -622,6 +629,8 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return msg
 
     def UnregisterQuery(self, request, context):
+        self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
+
         def run():
             client = self._client(context)
             self._own(client, request.handle)
@@ -635,6 +644,8 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return self._unary(context, run)
 
     def DescribeQuery(self, request, context):
+        self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
+
         def run():
             client = self._client(context)
             self._own(client, request.handle)
@@ -662,6 +673,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             "subscriptions": self._subscriptions,
             "queries": len(db.queries),
             "matches_marked": db.matches_marked,
+            "ingest_paused_seconds": self.turns.paused,
             "streams": db.stream_figures(),
             "shards": db.shard_status(),
         }
@@ -858,6 +870,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return self._unary(context, run)
 
     def ReadStream(self, request, context):
+        self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
         try:
             client = self._client(context)
             parts = request.parts or 1
