@@ -112,22 +112,24 @@ def test_ingest_pauses_for_interactive_calls_in_proportion_to_its_share(share: f
     clock = _Clock()
     turns = IngestTurns(1, share=share, recent=1.0, clock=clock)
     stop = _Stop(clock)
-    taken = turns.acquire("a", stop)
+    assert turns.acquire("a", stop)
     clock.now += 0.2
-    turns.release(taken)  # no interactive call yet: no pause owed
-    assert turns.acquire("a", stop) == clock.now and clock.waits == []
+    turns.release(0.2)  # no interactive call yet: no pause owed
+    assert turns.acquire("a", stop) and clock.waits == []
     turns.interactive()
-    held_from = clock.now
     clock.now += 0.2
-    turns.release(held_from)
+    turns.release(0.2)  # a batch that took 0.2 s of the engine
     before = clock.now
-    again = turns.acquire("b", stop)
+    assert turns.acquire("b", stop)
     owed = 0.2 * (1 - share) / share
     assert clock.waits == [pytest.approx(owed)]
-    assert again == pytest.approx(before + owed) and turns.paused == pytest.approx(owed)
-    # held 0.2 s, paused ``owed``: ingest had ``share`` of the time
+    assert clock.now == pytest.approx(before + owed)
+    assert turns.paused == pytest.approx(owed) and turns.owed == pytest.approx(owed)
+    # busy 0.2 s, paused ``owed``: ingest had ``share`` of the engine's time
     assert 0.2 / (0.2 + owed) == pytest.approx(share)
     turns.release()  # no time given: no pause
+    assert turns.acquire("c", stop) and len(clock.waits) == 1
+    turns.release()
     turns._check()
 
 
@@ -146,10 +148,10 @@ def test_a_reader_stopped_during_its_pause_gives_the_turn_back() -> None:
     clock = _Clock()
     turns = IngestTurns(1, share=0.5, clock=clock)
     turns.interactive()
-    taken = turns.acquire("a", _Stop(clock))
+    assert turns.acquire("a", _Stop(clock))
     clock.now += 0.1
-    turns.release(taken)
-    assert turns.acquire("a", _Stop(clock, stop_during_wait=True)) is None
+    turns.release(0.1)
+    assert not turns.acquire("a", _Stop(clock, stop_during_wait=True))
     assert turns.free == 1
     turns._check()
 

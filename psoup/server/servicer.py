@@ -370,14 +370,16 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                     # One batch of the whole server on its way to the engine per turn
                     # (psoup/server/turns.py); the engine gives the turn back as it
                     # finishes the batch, however this call ends.
-                    if (taken := self.turns.acquire(share, stop)) is None:
+                    if not self.turns.acquire(share, stop):
                         return
                     try:
                         fut = submit(req, columns, inflight)
                     except BaseException:
                         self.turns.release()
                         raise
-                    fut.add_done_callback(lambda _, t=taken: self.turns.release(t))
+                    fut.add_done_callback(
+                        lambda f: self.turns.release(getattr(f, "cpu_seconds", 0.0))
+                    )
                     # Only the batches not yet applied matter (the oldest makes room when
                     # the queue is full): drop the rest, or a call streaming for hours
                     # keeps a future per batch (~1.6 KB each: the server's memory grew

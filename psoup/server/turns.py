@@ -13,10 +13,12 @@ Turns go round the clients (as the engine's queue does): a client waiting for a 
 one before any client gets its second.
 
 Interactive calls first: while invokes, registrations or descriptions are arriving (one
-came within the last ``recent`` seconds), ingest may hold the turns only ``share`` of the
-time. A turn given back after ``h`` seconds is followed by a pause of ``h (1 - share) /
-share`` before the next one is handed out, in which the gRPC threads serving the
-interactive calls have the interpreter to themselves. Paused readers hold no GIL and read
+came within the last ``recent`` seconds), ingest may have only ``share`` of the engine
+thread's time. A batch that took ``h`` seconds of the engine thread's CPU is followed by a
+pause of ``h (1 - share) / share`` before the next turn is handed out, in which the gRPC
+threads serving the interactive calls have the interpreter to themselves. (CPU time, not
+the time the turn was held: a sharded engine's batch waits for its shards with the
+interpreter free, and owes no pause for that.) Paused readers hold no GIL and read
 nothing, so HTTP/2 flow control holds the flooding clients back. `psoup bench overload`:
 at share 0.5 the bystander's invoke p99 went from 8.6 to 4.7 ms for 27% less ingest
 (docs/BENCHMARKS.md). With no interactive calls, ingest runs at full speed.
@@ -60,7 +62,8 @@ class IngestTurns:
         self._waiting: OrderedDict[str, deque[threading.Event]] = OrderedDict()
         self._interactive = -float("inf")  # when the last interactive call arrived
         self._not_before = -float("inf")  # no turn is handed out before this time
-        self.paused = 0.0  # seconds ingest has waited for interactive calls, in all
+        self.owed = 0.0  # seconds of pause interactive calls were owed, in all
+        self.paused = 0.0  # seconds ingest has waited for them (less: some passed anyway)
 
     def interactive(self) -> None:
         """Note that an interactive call arrived now. O(1), no lock: a plain store."""
@@ -71,9 +74,9 @@ class IngestTurns:
         """Turns not taken now."""
         return self._free
 
-    def acquire(self, client: str, stop: threading.Event, poll: float = 1.0) -> float | None:
-        """Wait for a turn (and for the pause interactive calls are owed); the time it was
-        taken once taken, None if ``stop`` was set first (no turn is then held). O(1)."""
+    def acquire(self, client: str, stop: threading.Event, poll: float = 1.0) -> bool:
+        """Wait for a turn (and for the pause interactive calls are owed); True once taken,
+        False if ``stop`` was set first (no turn is then held). O(1)."""
         with self._lock:
             if free := bool(self._free) and not self._waiting:
                 self._free -= 1
@@ -90,32 +93,33 @@ class IngestTurns:
                         q.remove(mine)
                         if not q:
                             del self._waiting[client]
-                        return None
+                        return False
                 self.release()  # granted while giving up: pass it on
-                return None
+                return False
         return self._paced(stop)
 
-    def _paced(self, stop: threading.Event) -> float | None:
-        """Holding a turn, wait out the pause; the time the turn starts, or None (the turn
-        given back) if ``stop`` was set meanwhile."""
+    def _paced(self, stop: threading.Event) -> bool:
+        """Holding a turn, wait out the pause; True, or False (the turn given back) if
+        ``stop`` was set meanwhile."""
         if (pause := self._not_before - self._clock()) > 0:
             self.paused += pause
             if stop.wait(pause):
                 self.release()
-                return None
-        return self._clock()
+                return False
+        return True
 
     def pause_after(self, held: float) -> float:
-        """The pause owed to interactive calls after a turn held ``held`` seconds: 0 unless
-        one arrived within ``recent`` seconds. O(1)."""
+        """The pause owed to interactive calls after a batch that took ``held`` seconds of
+        the engine: 0 unless one arrived within ``recent`` seconds. O(1)."""
         if self.share >= 1 or self._clock() - self._interactive > self.recent:
             return 0.0
         return held * (1 - self.share) / self.share
 
-    def release(self, taken: float | None = None) -> None:
-        """Give a turn back (taken at ``taken``, as ``acquire`` returned; None: no pause
-        follows): to the next client in line, else to the pool. O(1)."""
-        if taken is not None and (pause := self.pause_after(self._clock() - taken)):
+    def release(self, held: float = 0.0) -> None:
+        """Give a turn back, whose batch took ``held`` seconds of the engine: to the next
+        client in line, else to the pool. O(1)."""
+        if held and (pause := self.pause_after(held)):
+            self.owed += pause
             self._not_before = max(self._not_before, self._clock() + pause)
         with self._lock:
             if not self._waiting:

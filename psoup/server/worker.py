@@ -15,6 +15,7 @@ letting memory grow. Between two closures the thread gives the heap freezer its 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -94,10 +95,17 @@ class EngineWorker:
             fn, fut = item
             if not fut.set_running_or_notify_cancel():
                 continue
+            # The closure's CPU time on this thread, for the done callbacks (set_* runs
+            # them here): ingest turns pause in proportion to it (psoup/server/turns.py).
+            start = time.thread_time()
             try:
-                fut.set_result(fn())
+                result = fn()
             except BaseException as exc:  # delivered to the waiting handler
+                fut.cpu_seconds = time.thread_time() - start
                 fut.set_exception(exc)
+            else:
+                fut.cpu_seconds = time.thread_time() - start
+                fut.set_result(result)
             self.heap.tick()
 
     def stop(self) -> None:
