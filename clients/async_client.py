@@ -114,6 +114,7 @@ class AsyncPSoupClient:
         self._channel = channel.aio_channel(target, creds, channel.options(max_message_bytes))
         self._stub = pb_grpc.PSoupStub(self._channel)
         self._schemas: dict[str, Schema] = {}
+        self._paged = messages.PagedHandles()
 
     # -- plumbing ---------------------------------------------------------------------
     async def _unary(self, method, request, timeout: Timeout):
@@ -289,6 +290,11 @@ class AsyncPSoupClient:
         """The query's current result, pages assembled; see ``PSoupClient.invoke``."""
         req = messages.invoke_request(handle, now, page_rows)
         pages = messages.PageAssembler()
+        if handle not in self._paged:
+            first = await self._unary(self._stub.Invoke, req, timeout)
+            if self._paged.saw(handle, first):
+                pages.add(first)
+                return pages.result()
         call = self._stub.InvokeQuery(
             req, timeout=channel.deadline(timeout, self.timeout), metadata=self._metadata
         )

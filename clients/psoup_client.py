@@ -112,6 +112,7 @@ class PSoupClient:
         self._channel = channel.sync_channel(target, creds, channel.options(max_message_bytes))
         self._stub = pb_grpc.PSoupStub(self._channel)
         self._schemas: dict[str, Schema] = {}
+        self._paged = messages.PagedHandles()
 
     # -- plumbing ---------------------------------------------------------------------
     def _unary(self, method, request, timeout: Timeout):
@@ -377,10 +378,17 @@ class PSoupClient:
         """The query's current result over its window, as of ``now`` (default: NOW).
 
         The server sends ``page_rows`` rows per message (0: its default); they are
-        assembled here. O(rows x columns) to decode. NotFound for an unknown handle.
+        assembled here. A result of one page comes in one Invoke call; a larger one by
+        the InvokeQuery stream (the handle is remembered: its next invoke goes there at
+        once). O(rows x columns) to decode. NotFound for an unknown handle.
         """
         req = messages.invoke_request(handle, now, page_rows)
         pages = messages.PageAssembler()
+        if handle not in self._paged:
+            first = self._unary(self._stub.Invoke, req, timeout)
+            if self._paged.saw(handle, first):
+                pages.add(first)
+                return pages.result()
         try:
             for page in self._stub.InvokeQuery(
                 req, timeout=channel.deadline(timeout, self.timeout), metadata=self._metadata

@@ -291,6 +291,14 @@ def test_register_invoke_in_pages(client, stream) -> None:
     assert len(want.rows) > 3
     got = client.invoke(h, page_rows=2)
     assert got == want
+    # Larger than a page: one Invoke, then the stream; the next one by the stream alone,
+    # and one that fits in a page by Invoke alone.
+    assert client.describe_query(h).invocations == 2
+    assert client.invoke(h, page_rows=2) == want
+    assert client.describe_query(h).invocations == 3
+    assert client.invoke(h, page_rows=4096) == want
+    assert client.invoke(h) == want
+    assert client.describe_query(h).invocations == 5
     assert (got.columns, got.types, got.now) == (("vid", "spd"), ("int", "float"), data[-1][2])
     assert got.window == (got.now - 5, got.now)
     assert client.invoke(h, now=5) == _embedded_at(data, 5)
@@ -481,6 +489,19 @@ def test_async_client_every_method(target) -> None:
             info = await c.describe_query(h)
             assert info.params == {"x": 20} and info.invocations == 1
 
+            every = "SELECT vid, spd FROM {s} BEGIN 0 END NOW"
+            hall = await c.register(every.format(s=name))
+            want = embedded(data, every)
+            assert len(want.rows) == len(data) > 5
+            assert await c.invoke(hall, page_rows=len(data)) == want
+            assert (await c.describe_query(hall)).invocations == 1  # one page: Invoke alone
+            # Larger than a page: one Invoke, then the stream; the next goes by the stream.
+            assert await c.invoke(hall, page_rows=5) == want
+            assert (await c.describe_query(hall)).invocations == 3
+            assert await c.invoke(hall, page_rows=5) == want
+            assert (await c.describe_query(hall)).invocations == 4
+            await c.unregister(hall)
+
             async with c.subscribe(h, include_current=True) as sub:
                 kind, result, _ = await anext(sub)
                 assert kind == "current" and result.rows == (await c.invoke(h)).rows
@@ -539,3 +560,15 @@ def test_tls_with_root_certificates(tmp_path) -> None:
             plain.list_streams()  # plaintext to a TLS port
     finally:
         srv.stop(grace=1)
+
+
+def test_paged_handles_remember_large_results_within_their_limit() -> None:
+    from clients.messages import PagedHandles
+
+    paged = PagedHandles(limit=2)
+    big, small = pb.InvokeQueryResponse(rows=2, total_rows=5), pb.InvokeQueryResponse(rows=1)
+    assert not paged.saw("a", big) and not paged.saw("b", big)
+    assert "a" in paged and "b" in paged
+    assert not paged.saw("c", big)  # over the limit: the memory starts over
+    assert "c" in paged and "a" not in paged
+    assert paged.saw("c", small) and "c" not in paged  # fits now: by Invoke again

@@ -67,16 +67,16 @@ def test_the_metrics_count_what_the_server_does(server, capsys) -> None:
     assert m[("psoup_ingest_paused_seconds_total", ())] == server.servicer.turns.paused
     assert m[("psoup_subscriptions", ())] == 0
     assert m[("psoup_invoke_seconds_count", (("strategy", "psoup-p"),))] == 5
-    assert m[("psoup_requests_total", (("client", "alice"), ("method", "InvokeQuery")))] == 5
+    assert m[("psoup_requests_total", (("client", "alice"), ("method", "Invoke")))] == 5
     assert m[("psoup_denials_total", (("client", "bob"),))] == 2
-    code = (("client", "bob"), ("code", "PERMISSION_DENIED"), ("method", "InvokeQuery"))
+    code = (("client", "bob"), ("code", "PERMISSION_DENIED"), ("method", "Invoke"))
     assert m[("psoup_refused_total", code)] == 1
     assert m[("psoup_log_flush_seconds_count", ())] >= 1
     assert m[("process_resident_memory_bytes", ())] > 10 << 20
     lines = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
     refused = [x for x in lines if x["event"] == "refused"]
     assert {(x["client"], x["method"], x["code"]) for x in refused} == {
-        ("bob", "InvokeQuery", "PERMISSION_DENIED"),
+        ("bob", "Invoke", "PERMISSION_DENIED"),
         ("bob", "Ingest", "PERMISSION_DENIED"),
     }
     assert all(set(x) >= {"time", "level", "reason"} for x in refused)

@@ -279,9 +279,26 @@ def test_register_invoke_pages_now_describe_unregister(stub, stream) -> None:
     assert (codec.from_value(first.window_begin), codec.from_value(first.window_end)) == (5, 9)
     assert invoke(stub, resp.handle) == [(5, 5), (6, 6), (7, 7)]
     assert invoke(stub, resp.handle, now=3) == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    # Invoke: the same first page, in one message
+    one = stub.Invoke(pb.InvokeQueryRequest(handle=resp.handle, page_rows=2))
+    assert one.columns == first.columns and one.total_rows == 3 and one.rows == 2
+    assert (one.now, one.window_begin, one.window_end) == (
+        first.now,
+        first.window_begin,
+        first.window_end,
+    )
+    assert codec.decode_rows(one.data, one.rows) == [(5, 5), (6, 6)]
+    whole = stub.Invoke(pb.InvokeQueryRequest(handle=resp.handle, now=3))
+    assert whole.total_rows == whole.rows == 4
+    assert codec.decode_rows(whole.data, whole.rows) == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    fails(
+        lambda: stub.Invoke(pb.InvokeQueryRequest(handle=resp.handle, now=float("inf"))),
+        C.INVALID_ARGUMENT,
+        "now",
+    )
     info = stub.DescribeQuery(pb.DescribeQueryRequest(handle=resp.handle))
     assert info.text == text and codec.from_value(info.params["x"]) == 8
-    assert info.invocations == 3 and list(info.streams) == [stream]
+    assert info.invocations == 5 and list(info.streams) == [stream]
     stub.UnregisterQuery(pb.UnregisterQueryRequest(handle=resp.handle))
     fails(lambda: invoke(stub, resp.handle), C.NOT_FOUND, "handle")
 
@@ -331,10 +348,13 @@ def test_unset_param_value_is_refused(stub, stream) -> None:
     fails(lambda: stub.RegisterQuery(req), C.INVALID_ARGUMENT, "params['v']")
 
 
-@pytest.mark.parametrize("method", ["InvokeQuery", "Subscribe", "UnregisterQuery", "DescribeQuery"])
+@pytest.mark.parametrize(
+    "method", ["InvokeQuery", "Invoke", "Subscribe", "UnregisterQuery", "DescribeQuery"]
+)
 def test_unknown_and_missing_handles(stub, channel, method) -> None:
     reqs = {
         "InvokeQuery": pb.InvokeQueryRequest,
+        "Invoke": pb.InvokeQueryRequest,
         "Subscribe": pb.SubscribeRequest,
         "UnregisterQuery": pb.UnregisterQueryRequest,
         "DescribeQuery": pb.DescribeQueryRequest,
@@ -449,6 +469,7 @@ def test_tokens_and_ownership(auth_server) -> None:
         ).handle
         for req, method in (
             (pb.InvokeQueryRequest(handle=h), "InvokeQuery"),
+            (pb.InvokeQueryRequest(handle=h), "Invoke"),
             (pb.SubscribeRequest(handle=h), "Subscribe"),
             (pb.DescribeQueryRequest(handle=h), "DescribeQuery"),
             (pb.UnregisterQueryRequest(handle=h), "UnregisterQuery"),

@@ -79,6 +79,11 @@ class PSoupStub:
                 request_serializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryRequest.SerializeToString,
                 response_deserializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.FromString,
                 _registered_method=True)
+        self.Invoke = channel.unary_unary(
+                '/psoup.v1.PSoup/Invoke',
+                request_serializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryRequest.SerializeToString,
+                response_deserializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.FromString,
+                _registered_method=True)
         self.Subscribe = channel.unary_stream(
                 '/psoup.v1.PSoup/Subscribe',
                 request_serializer=psoup_dot_v1_dot_psoup__pb2.SubscribeRequest.SerializeToString,
@@ -198,6 +203,17 @@ class PSoupServicer:
     def InvokeQuery(self, request, context):
         """The query's result over its window as of NOW (or the given now), in pages: the
         first message carries the columns, every message up to page_rows rows.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Invoke(self, request, context):
+        """The same in one message: the first page of the result (up to page_rows rows) with
+        total_rows. A result that fits in a page is whole; for one that does not, the
+        message says how many rows there are, and InvokeQuery sends them all. One message
+        and its status go out together, without waiting on the stream's per-message
+        acknowledgement: the cheaper call for the usual small result.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -329,6 +345,11 @@ def add_PSoupServicer_to_server(servicer, server):
             ),
             'InvokeQuery': grpc.unary_stream_rpc_method_handler(
                     servicer.InvokeQuery,
+                    request_deserializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryRequest.FromString,
+                    response_serializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.SerializeToString,
+            ),
+            'Invoke': grpc.unary_unary_rpc_method_handler(
+                    servicer.Invoke,
                     request_deserializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryRequest.FromString,
                     response_serializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.SerializeToString,
             ),
@@ -624,6 +645,33 @@ class PSoup:
             request,
             target,
             '/psoup.v1.PSoup/InvokeQuery',
+            psoup_dot_v1_dot_psoup__pb2.InvokeQueryRequest.SerializeToString,
+            psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Invoke(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/psoup.v1.PSoup/Invoke',
             psoup_dot_v1_dot_psoup__pb2.InvokeQueryRequest.SerializeToString,
             psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.FromString,
             options,

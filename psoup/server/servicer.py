@@ -511,26 +511,40 @@ class PSoupServicer(pb_grpc.PSoupServicer):
     def InvokeQuery(self, request, context):
         self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
         try:
-            client = self._client(context)
-            self._own(client, request.handle)
-            now = request.now if request.HasField("now") else None
-            if now is not None and not math.isfinite(now):
-                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "now: must be a finite number")
-            if now is not None and now.is_integer() and abs(now) < 2**63:
-                now = int(now)
-            start = time.perf_counter()
-
-            def invoke():
-                self.access.require_query(self.engine, request.handle)
-                return self.engine.invoke(request.handle, now=now)
-
-            result = self.worker.call(invoke)
-            self.metrics.invoked(time.perf_counter() - start)
-            self.observer.invoked(time.perf_counter() - start)
-            page = request.page_rows or self.config.page_rows
-            yield from self._pages(result, page)
+            result = self._invoked(request, context)
+            yield from self._pages(result, request.page_rows or self.config.page_rows)
         except Exception as exc:
             _abort(context, exc)
+
+    def Invoke(self, request, context):
+        self.turns.interactive()
+
+        def run():
+            result = self._invoked(request, context)
+            return next(self._pages(result, request.page_rows or self.config.page_rows))
+
+        return self._unary(context, run)
+
+    def _invoked(self, request: pb.InvokeQueryRequest, context) -> Result:
+        """The query's result for an InvokeQuery or Invoke request, on the engine thread
+        (its time recorded in the metrics); Abort names a bad field."""
+        client = self._client(context)
+        self._own(client, request.handle)
+        now = request.now if request.HasField("now") else None
+        if now is not None and not math.isfinite(now):
+            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "now: must be a finite number")
+        if now is not None and now.is_integer() and abs(now) < 2**63:
+            now = int(now)
+        start = time.perf_counter()
+
+        def invoke():
+            self.access.require_query(self.engine, request.handle)
+            return self.engine.invoke(request.handle, now=now)
+
+        result = self.worker.call(invoke)
+        self.metrics.invoked(time.perf_counter() - start)
+        self.observer.invoked(time.perf_counter() - start)
+        return result
 
     @staticmethod
     def _pages(result: Result, page: int):
