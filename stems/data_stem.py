@@ -359,33 +359,39 @@ class DataSteM:
         first_k = (int(seqs[0]) - base) // B
         if first_k == (int(seqs[-1]) - base) // B:
             runs = [(0, len(seqs), first_k)]
+            offs = seqs - self._blocks[first_k].first
         else:
-            bk = (seqs - base) // B
+            bk, offs = np.divmod(seqs - base, B)  # block, and offset in it (blocks aligned)
             # seqs are ascending, so each block's seqs form one run.
             cuts = np.flatnonzero(bk[1:] != bk[:-1]) + 1
             starts = [0, *cuts.tolist()]
             ends = [*cuts.tolist(), len(seqs)]
             runs = list(zip(starts, ends, bk[starts].tolist(), strict=True))
         # The 8-byte columns asked for, as rows of the blocks' matrices: when they are a
-        # run of consecutive rows, one take per block gathers them all.
+        # run of consecutive rows, one take per block gathers them all, into an array of
+        # its own (a take into a strided slice of one output costs twice as much), and one
+        # concatenate joins the blocks' parts.
         rows = [len(self._row_of) if i is None else self._row_of.get(i) for i in cols]
         wide = [j for j, r in enumerate(rows) if r is not None]
         r0 = rows[wide[0]] if wide else 0
-        together = len(wide) > 1 and [rows[j] for j in wide] == list(range(r0, r0 + len(wide)))
-        if together:
-            block_out = np.empty((len(wide), len(seqs)), dtype=np.int64)
-            for j, w in enumerate(wide):
-                outs[w] = block_out[j].view(outs[w].dtype)
+        r1 = r0 + len(wide)
+        together = len(wide) > 1 and [rows[j] for j in wide] == list(range(r0, r1))
+        blocks = self._blocks
+        parts = []
+        # the columns gathered one by one: all, or those not in the matrices' run
+        rest = [(outs[j], i) for j, i in enumerate(cols) if not (together and rows[j] is not None)]
         for a, z, k in runs:
-            b = self._blocks[k]
-            off = seqs[a:z] - b.first
+            b = blocks[k]
+            off = offs[a:z]
             if together:
-                np.take(b.mat[r0 : r0 + len(wide)], off, axis=1, out=block_out[:, a:z], mode="clip")
-            for j, (out, i) in enumerate(zip(outs, cols, strict=True)):
-                if together and rows[j] is not None:
-                    continue
+                parts.append(b.mat[r0:r1].take(off, axis=1, mode="clip"))
+            for out, i in rest:
                 src = b.tids if i is None else b.cols[i]
                 out[a:z] = src[off]
+        if together:
+            block_out = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+            for j, w in enumerate(wide):
+                outs[w] = block_out[j].view(outs[w].dtype)
         return outs
 
     def row_values(self, seq: int) -> dict[str, object]:
