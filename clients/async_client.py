@@ -24,7 +24,7 @@ import numpy as np
 
 from clients import batching, channel, messages
 from clients.channel import DEFAULT, Timeout
-from clients.errors import InvalidArgument, error_from_rpc
+from clients.errors import InvalidArgument, ResourceExhausted, error_from_rpc
 from clients.messages import IngestAck, QueryInfo, StreamInfo
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
@@ -114,7 +114,6 @@ class AsyncPSoupClient:
         self._channel = channel.aio_channel(target, creds, channel.options(max_message_bytes))
         self._stub = pb_grpc.PSoupStub(self._channel)
         self._schemas: dict[str, Schema] = {}
-        self._paged = messages.PagedHandles()
 
     # -- plumbing ---------------------------------------------------------------------
     async def _unary(self, method, request, timeout: Timeout):
@@ -288,13 +287,15 @@ class AsyncPSoupClient:
         timeout: Timeout = DEFAULT,
     ) -> Result:
         """The query's current result, pages assembled; see ``PSoupClient.invoke``."""
-        req = messages.invoke_request(handle, now, page_rows)
         pages = messages.PageAssembler()
-        if handle not in self._paged:
-            first = await self._unary(self._stub.Invoke, req, timeout)
-            if self._paged.saw(handle, first):
-                pages.add(first)
+        if not page_rows:
+            whole = messages.invoke_whole_request(handle, now)
+            try:
+                pages.add(await self._unary(self._stub.Invoke, whole, timeout))
                 return pages.result()
+            except ResourceExhausted:
+                pages = messages.PageAssembler()  # larger than a message: in pages
+        req = messages.invoke_request(handle, now, page_rows)
         call = self._stub.InvokeQuery(
             req, timeout=channel.deadline(timeout, self.timeout), metadata=self._metadata
         )

@@ -151,6 +151,14 @@ def register_request(text: str, params: Mapping[str, object] | None) -> pb.Regis
     )
 
 
+def invoke_whole_request(handle: str, now: float | None) -> pb.InvokeRequest:
+    """An InvokeRequest (``now`` None: the server's NOW)."""
+    req = pb.InvokeRequest(handle=handle)
+    if now is not None:
+        req.now = float(now)
+    return req
+
+
 def invoke_request(handle: str, now: float | None, page_rows: int) -> pb.InvokeQueryRequest:
     """An InvokeQueryRequest (``now`` None: the server's NOW; ``page_rows`` 0: its default)."""
     req = pb.InvokeQueryRequest(handle=handle, page_rows=page_rows)
@@ -278,31 +286,6 @@ class PageAssembler:
         """The assembled result, column-wise (its rows are built if asked for)."""
         arrays = [_concat([p[c] for p in self.pages]) for c in range(len(self.columns))]
         return Result(self.columns, self.types, now=self.now, window=self.window, arrays=arrays)
-
-
-class PagedHandles:
-    """The handles whose last result did not fit in one page. ``invoke`` asks for the
-    rest of them by the stream at once, instead of by the one-message Invoke first (which
-    would have the server evaluate the query twice). At most ``limit`` are kept: beyond,
-    the memory starts over, costing one extra Invoke per large handle."""
-
-    def __init__(self, limit: int = 10_000):
-        self.limit = limit
-        self._handles: set[str] = set()
-
-    def __contains__(self, handle: str) -> bool:
-        return handle in self._handles
-
-    def saw(self, handle: str, first: pb.InvokeQueryResponse) -> bool:
-        """Note whether ``handle``'s result, of which ``first`` is the first page, was
-        whole in it; returns that."""
-        if first.total_rows <= first.rows:
-            self._handles.discard(handle)
-            return True
-        if len(self._handles) >= self.limit:
-            self._handles.clear()
-        self._handles.add(handle)
-        return False
 
 
 def _page_columns(data, rows: int, width: int) -> list:

@@ -28,7 +28,7 @@ import numpy as np
 
 from clients import batching, channel, messages
 from clients.channel import DEFAULT, Timeout
-from clients.errors import InvalidArgument, error_from_rpc
+from clients.errors import InvalidArgument, ResourceExhausted, error_from_rpc
 from clients.messages import IngestAck, QueryInfo, StagedPart, StreamInfo
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
@@ -112,7 +112,6 @@ class PSoupClient:
         self._channel = channel.sync_channel(target, creds, channel.options(max_message_bytes))
         self._stub = pb_grpc.PSoupStub(self._channel)
         self._schemas: dict[str, Schema] = {}
-        self._paged = messages.PagedHandles()
 
     # -- plumbing ---------------------------------------------------------------------
     def _unary(self, method, request, timeout: Timeout):
@@ -377,18 +376,20 @@ class PSoupClient:
     ) -> Result:
         """The query's current result over its window, as of ``now`` (default: NOW).
 
-        The server sends ``page_rows`` rows per message (0: its default); they are
-        assembled here. A result of one page comes in one Invoke call; a larger one by
-        the InvokeQuery stream (the handle is remembered: its next invoke goes there at
-        once). O(rows x columns) to decode. NotFound for an unknown handle.
+        With ``page_rows`` 0 the result comes whole in one message (Invoke), or, when it
+        is larger than a message may be, in the server's default pages; otherwise in
+        pages of ``page_rows`` rows (InvokeQuery), assembled here. O(rows x columns) to
+        decode. NotFound for an unknown handle.
         """
-        req = messages.invoke_request(handle, now, page_rows)
         pages = messages.PageAssembler()
-        if handle not in self._paged:
-            first = self._unary(self._stub.Invoke, req, timeout)
-            if self._paged.saw(handle, first):
-                pages.add(first)
+        if not page_rows:
+            whole = messages.invoke_whole_request(handle, now)
+            try:
+                pages.add(self._unary(self._stub.Invoke, whole, timeout))
                 return pages.result()
+            except ResourceExhausted:
+                pages = messages.PageAssembler()  # larger than a message: in pages
+        req = messages.invoke_request(handle, now, page_rows)
         try:
             for page in self._stub.InvokeQuery(
                 req, timeout=channel.deadline(timeout, self.timeout), metadata=self._metadata

@@ -291,14 +291,8 @@ def test_register_invoke_in_pages(client, stream) -> None:
     assert len(want.rows) > 3
     got = client.invoke(h, page_rows=2)
     assert got == want
-    # Larger than a page: one Invoke, then the stream; the next one by the stream alone,
-    # and one that fits in a page by Invoke alone.
+    assert client.invoke(h) == want  # whole, in one message
     assert client.describe_query(h).invocations == 2
-    assert client.invoke(h, page_rows=2) == want
-    assert client.describe_query(h).invocations == 3
-    assert client.invoke(h, page_rows=4096) == want
-    assert client.invoke(h) == want
-    assert client.describe_query(h).invocations == 5
     assert (got.columns, got.types, got.now) == (("vid", "spd"), ("int", "float"), data[-1][2])
     assert got.window == (got.now - 5, got.now)
     assert client.invoke(h, now=5) == _embedded_at(data, 5)
@@ -493,13 +487,9 @@ def test_async_client_every_method(target) -> None:
             hall = await c.register(every.format(s=name))
             want = embedded(data, every)
             assert len(want.rows) == len(data) > 5
-            assert await c.invoke(hall, page_rows=len(data)) == want
-            assert (await c.describe_query(hall)).invocations == 1  # one page: Invoke alone
-            # Larger than a page: one Invoke, then the stream; the next goes by the stream.
-            assert await c.invoke(hall, page_rows=5) == want
-            assert (await c.describe_query(hall)).invocations == 3
-            assert await c.invoke(hall, page_rows=5) == want
-            assert (await c.describe_query(hall)).invocations == 4
+            assert await c.invoke(hall) == want  # whole, in one message
+            assert await c.invoke(hall, page_rows=5) == want  # in pages
+            assert (await c.describe_query(hall)).invocations == 2
             await c.unregister(hall)
 
             async with c.subscribe(h, include_current=True) as sub:
@@ -562,13 +552,36 @@ def test_tls_with_root_certificates(tmp_path) -> None:
         srv.stop(grace=1)
 
 
-def test_paged_handles_remember_large_results_within_their_limit() -> None:
-    from clients.messages import PagedHandles
-
-    paged = PagedHandles(limit=2)
-    big, small = pb.InvokeQueryResponse(rows=2, total_rows=5), pb.InvokeQueryResponse(rows=1)
-    assert not paged.saw("a", big) and not paged.saw("b", big)
-    assert "a" in paged and "b" in paged
-    assert not paged.saw("c", big)  # over the limit: the memory starts over
-    assert "c" in paged and "a" not in paged
-    assert paged.saw("c", small) and "c" not in paged  # fits now: by Invoke again
+def test_a_result_larger_than_a_message_comes_in_pages() -> None:
+    """Invoke refuses a result over max_message_bytes (naming the limit); invoke() then
+    takes it in pages, as it does when its own channel's limit is the smaller one."""
+    srv = start_server(ServerConfig(port=0, max_message_bytes=128 << 10, max_batch_rows=1_000))
+    try:
+        target = f"127.0.0.1:{srv.port}"
+        n = 8_000  # 3 x 8 x 8,000 bytes of columns > 128 KiB; a page of 4,096 rows fits
+        data = [(i, float(i), i) for i in range(n)]
+        with PSoupClient(target) as c:
+            c.create_stream("big", SCHEMA, time="t")
+            for k in range(0, n, 1_000):
+                c.insert("big", data[k : k + 1_000])
+            h = c.register("SELECT * FROM big BEGIN 0 END NOW")
+            with pytest.raises(grpc.RpcError) as refused:
+                c._stub.Invoke(pb.InvokeRequest(handle=h))
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "8000 rows" in refused.value.details()
+            assert "max_message_bytes=131072" in refused.value.details()
+            assert c.invoke(h, page_rows=0).rows == data  # by the stream's pages
+            assert c.describe_query(h).invocations == 3  # refused Invoke, Invoke, pages
+    finally:
+        srv.stop(grace=1)
+    big = start_server(ServerConfig(port=0))  # the client's own limit is the smaller one
+    try:
+        with PSoupClient(f"127.0.0.1:{big.port}", max_message_bytes=128 << 10) as small:
+            small.create_stream("big", SCHEMA, time="t")
+            for k in range(0, n, 1_000):
+                small.insert("big", data[k : k + 1_000])
+            h = small.register("SELECT * FROM big BEGIN 0 END NOW")
+            assert small.invoke(h).rows == data
+            assert small.describe_query(h).invocations == 2  # too large to receive, pages
+    finally:
+        big.stop(grace=1)

@@ -292,7 +292,7 @@ def _valid(method: str, f: Fuzzed) -> bytes:
             text=QUERIES[1], params={"p": pb.Value(int_value=3)}
         ),
         "InvokeQuery": pb.InvokeQueryRequest(handle=h, now=12.0, page_rows=3),
-        "Invoke": pb.InvokeQueryRequest(handle=h, now=12.0, page_rows=3),
+        "Invoke": pb.InvokeRequest(handle=h, now=12.0),
         "Subscribe": pb.SubscribeRequest(handle=h, include_current=True),
         "UnregisterQuery": pb.UnregisterQueryRequest(handle="0" * 32),
         "DescribeQuery": pb.DescribeQueryRequest(handle=h),

@@ -279,20 +279,20 @@ def test_register_invoke_pages_now_describe_unregister(stub, stream) -> None:
     assert (codec.from_value(first.window_begin), codec.from_value(first.window_end)) == (5, 9)
     assert invoke(stub, resp.handle) == [(5, 5), (6, 6), (7, 7)]
     assert invoke(stub, resp.handle, now=3) == [(0, 0), (1, 1), (2, 2), (3, 3)]
-    # Invoke: the same first page, in one message
-    one = stub.Invoke(pb.InvokeQueryRequest(handle=resp.handle, page_rows=2))
-    assert one.columns == first.columns and one.total_rows == 3 and one.rows == 2
+    # Invoke: the same result whole, in one message
+    one = stub.Invoke(pb.InvokeRequest(handle=resp.handle))
+    assert one.columns == first.columns and one.total_rows == one.rows == 3
     assert (one.now, one.window_begin, one.window_end) == (
         first.now,
         first.window_begin,
         first.window_end,
     )
-    assert codec.decode_rows(one.data, one.rows) == [(5, 5), (6, 6)]
-    whole = stub.Invoke(pb.InvokeQueryRequest(handle=resp.handle, now=3))
+    assert codec.decode_rows(one.data, one.rows) == [(5, 5), (6, 6), (7, 7)]
+    whole = stub.Invoke(pb.InvokeRequest(handle=resp.handle, now=3))
     assert whole.total_rows == whole.rows == 4
     assert codec.decode_rows(whole.data, whole.rows) == [(0, 0), (1, 1), (2, 2), (3, 3)]
     fails(
-        lambda: stub.Invoke(pb.InvokeQueryRequest(handle=resp.handle, now=float("inf"))),
+        lambda: stub.Invoke(pb.InvokeRequest(handle=resp.handle, now=float("inf"))),
         C.INVALID_ARGUMENT,
         "now",
     )
@@ -354,7 +354,7 @@ def test_unset_param_value_is_refused(stub, stream) -> None:
 def test_unknown_and_missing_handles(stub, channel, method) -> None:
     reqs = {
         "InvokeQuery": pb.InvokeQueryRequest,
-        "Invoke": pb.InvokeQueryRequest,
+        "Invoke": pb.InvokeRequest,
         "Subscribe": pb.SubscribeRequest,
         "UnregisterQuery": pb.UnregisterQueryRequest,
         "DescribeQuery": pb.DescribeQueryRequest,
@@ -469,7 +469,7 @@ def test_tokens_and_ownership(auth_server) -> None:
         ).handle
         for req, method in (
             (pb.InvokeQueryRequest(handle=h), "InvokeQuery"),
-            (pb.InvokeQueryRequest(handle=h), "Invoke"),
+            (pb.InvokeRequest(handle=h), "Invoke"),
             (pb.SubscribeRequest(handle=h), "Subscribe"),
             (pb.DescribeQueryRequest(handle=h), "DescribeQuery"),
             (pb.UnregisterQueryRequest(handle=h), "UnregisterQuery"),

@@ -232,6 +232,14 @@ class RegisterQueryResponse(_message.Message):
     streams: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, handle: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[ColumnInfo, _Mapping]]] = ..., window: _Optional[_Union[Window, _Mapping]] = ..., streams: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class InvokeRequest(_message.Message):
+    __slots__ = ("handle", "now")
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    NOW_FIELD_NUMBER: _ClassVar[int]
+    handle: str
+    now: float
+    def __init__(self, handle: _Optional[str] = ..., now: _Optional[float] = ...) -> None: ...
+
 class InvokeQueryRequest(_message.Message):
     __slots__ = ("handle", "now", "page_rows")
     HANDLE_FIELD_NUMBER: _ClassVar[int]

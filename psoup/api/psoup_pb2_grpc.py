@@ -81,7 +81,7 @@ class PSoupStub:
                 _registered_method=True)
         self.Invoke = channel.unary_unary(
                 '/psoup.v1.PSoup/Invoke',
-                request_serializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryRequest.SerializeToString,
+                request_serializer=psoup_dot_v1_dot_psoup__pb2.InvokeRequest.SerializeToString,
                 response_deserializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.FromString,
                 _registered_method=True)
         self.Subscribe = channel.unary_stream(
@@ -209,11 +209,10 @@ class PSoupServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Invoke(self, request, context):
-        """The same in one message: the first page of the result (up to page_rows rows) with
-        total_rows. A result that fits in a page is whole; for one that does not, the
-        message says how many rows there are, and InvokeQuery sends them all. One message
-        and its status go out together, without waiting on the stream's per-message
-        acknowledgement: the cheaper call for the usual small result.
+        """The same result whole, in one message (rows = total_rows). The message and its
+        status go out together, without the stream's wait for each message to be sent: the
+        cheaper call for the usual small result. A result larger than the server's
+        max_message_bytes is refused with RESOURCE_EXHAUSTED (take it in pages).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -350,7 +349,7 @@ def add_PSoupServicer_to_server(servicer, server):
             ),
             'Invoke': grpc.unary_unary_rpc_method_handler(
                     servicer.Invoke,
-                    request_deserializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryRequest.FromString,
+                    request_deserializer=psoup_dot_v1_dot_psoup__pb2.InvokeRequest.FromString,
                     response_serializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.SerializeToString,
             ),
             'Subscribe': grpc.unary_stream_rpc_method_handler(
@@ -672,7 +671,7 @@ class PSoup:
             request,
             target,
             '/psoup.v1.PSoup/Invoke',
-            psoup_dot_v1_dot_psoup__pb2.InvokeQueryRequest.SerializeToString,
+            psoup_dot_v1_dot_psoup__pb2.InvokeRequest.SerializeToString,
             psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.FromString,
             options,
             channel_credentials,

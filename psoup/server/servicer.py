@@ -521,11 +521,19 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
         def run():
             result = self._invoked(request, context)
-            return next(self._pages(result, request.page_rows or self.config.page_rows))
+            msg = next(self._pages(result, max(len(result), 1)))
+            if (size := msg.ByteSize()) > self.config.max_message_bytes:
+                raise Abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"the result ({len(result)} rows, {size} bytes) is larger than "
+                    f"max_message_bytes={self.config.max_message_bytes}: take it in pages "
+                    "with InvokeQuery",
+                )
+            return msg
 
         return self._unary(context, run)
 
-    def _invoked(self, request: pb.InvokeQueryRequest, context) -> Result:
+    def _invoked(self, request: pb.InvokeRequest | pb.InvokeQueryRequest, context) -> Result:
         """The query's result for an InvokeQuery or Invoke request, on the engine thread
         (its time recorded in the metrics); Abort names a bad field."""
         client = self._client(context)
