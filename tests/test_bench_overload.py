@@ -17,8 +17,8 @@ def test_overload_quick_run(tmp_path: Path) -> None:
     assert len(per_client.rows) == 3
     for _client, rate, share, _refused, kept in per_client.rows:
         assert rate > 0 and share > 0.5 and kept == "yes"
-    _idle, flooded, niced = summary.rows
-    assert flooded[4] > 0 and niced[4] > 0  # tuples/s accepted during each flood
+    _idle, flooded = summary.rows
+    assert flooded[4] > 0  # tuples/s accepted during the flood
     md = (tmp_path / "BENCHMARKS.md").read_text()
     assert "<!-- bench:overload-quick begin -->" in md
     for part in ("latency", "ingest", "memory"):

@@ -2,8 +2,7 @@
 
 ``clients`` processes (psoup/bench/grpc_load.py ``flood``) each send 8,192-row batches to
 a stream of their own as fast as a ``psoup serve`` child process takes them, for
-``seconds``, twice: first at the server's priority, then niced (as if on machines of their
-own). Meanwhile a bystander in this process invokes a standing query on a quiet
+``seconds``. Meanwhile a bystander in this process invokes a standing query on a quiet
 stream every 5 ms, and the server's memory and queue are sampled. Reported: each
 client's accepted rate and its share of a fair split, the refused calls, the bystander's
 invoke latency idle and under the flood, the server's peak memory, and whether every
@@ -43,13 +42,11 @@ def _bystander(c: PSoupClient, h: str, until: float, out: list[tuple[float, floa
         time.sleep(max(0.0, 0.005 - (time.perf_counter() - start)))
 
 
-def _flood(target: str, k: int, seconds: float, seed: int, nice: int = 0) -> subprocess.Popen:
-    """Client ``k``: a process flooding stream load<k>, at niceness ``nice``."""
+def _flood(target: str, k: int, seconds: float, seed: int) -> subprocess.Popen:
+    """Client ``k``: a process flooding stream load<k>."""
     cmd = [sys.executable, "-m", "psoup.bench.grpc_load", "flood", target,
            "--stream", f"load{k}", "--rows", str(ROWS), "--seconds", str(seconds),
            "--seed", str(seed + k)]  # fmt: skip
-    if nice:
-        cmd = ["nice", "-n", str(nice), *cmd]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
 
 
@@ -58,72 +55,45 @@ def _percentiles(ms: list[float]) -> list[float]:
     return [float(np.percentile(a, 50)), float(np.percentile(a, 99)), float(a.max())]
 
 
-NICE = 10  # the second flood's clients: as if on machines of their own
-
-
-def _phase(
-    srv: ServerProcess,
-    c: PSoupClient,
-    h: str,
-    clients: int,
-    seconds: float,
-    seed: int,
-    nice: int,
-    desc: str,
-):
-    """One flood of ``seconds`` beside the bystander: (each client's report, the
-    bystander's (second, ms), (second, server RSS), queue depths, tuples stored per
-    stream). The flooded streams, each with its standing queries, are made for it and
-    dropped after it."""  # fmt: skip
-    rng = np.random.default_rng(seed)
-    handles = []
-    for k in range(clients):
-        c.create_stream(f"load{k}", SCHEMA, time="t", max_window=WINDOW)
-        for v in rng.choice(EQ_DOMAIN, QUERIES_PER_STREAM, replace=False).tolist():
-            text = f"SELECT * FROM load{k} WHERE load{k}.a = {v} BEGIN NOW - 1000 END NOW"
-            handles.append(c.register(text))
-    procs = [_flood(srv.target, k, seconds, seed, nice) for k in range(clients)]
-    t0 = time.monotonic()
-    busy: list[tuple[float, float]] = []
-    by = threading.Thread(target=_bystander, args=(c, h, t0 + seconds, busy, t0))
-    by.start()
-    rss, depth = [], []
-    bar = progress_bar(total=int(seconds), desc=desc, unit="s")
-    while by.is_alive():
-        time.sleep(0.5)
-        rss.append((time.monotonic() - t0, srv.rss_bytes()))
-        depth.append(int(c.stats()["queue_depth"]))
-        bar.update(min(int(time.monotonic() - t0), int(seconds)) - bar.n)
-    bar.close()
-    by.join()
-    results = [json.loads(p.communicate()[0]) for p in procs]
-    stored = [c.describe_stream(f"load{k}").tuples_ingested for k in range(clients)]
-    for handle in handles:  # the next flood starts afresh, its memory measured alone
-        c.unregister(handle)
-    for k in range(clients):
-        c.drop_stream(f"load{k}")
-    return results, busy, rss, depth, stored
-
-
 def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
     """Flood, measure, print the tables; write BENCHMARKS.md's overload section and plots."""
     clients, seconds = (3, 6.0) if quick else (10, 45.0)
+    rng = np.random.default_rng(seed)
     srv = ServerProcess()
     try:
         with PSoupClient(srv.target, timeout=60) as c:
+            for k in range(clients):
+                c.create_stream(f"load{k}", SCHEMA, time="t", max_window=WINDOW)
+                for v in rng.choice(EQ_DOMAIN, QUERIES_PER_STREAM, replace=False).tolist():
+                    c.register(
+                        f"SELECT * FROM load{k} WHERE load{k}.a = {v} BEGIN NOW - 1000 END NOW"
+                    )
             c.create_stream("quiet", SCHEMA, time="t")
             c.insert("quiet", [(i % 10, i) for i in range(10_000)])
             h = c.register(BYSTANDER)
             idle: list[tuple[float, float]] = []
             _bystander(c, h, time.monotonic() + 3.0, idle, time.monotonic())
             rss0 = srv.rss_bytes()
-            same = _phase(srv, c, h, clients, seconds, seed, 0, "flood")
-            niced = _phase(srv, c, h, clients, seconds, seed, NICE, f"flood, nice {NICE}")
+            procs = [_flood(srv.target, k, seconds, seed) for k in range(clients)]
+            t0 = time.monotonic()
+            busy: list[tuple[float, float]] = []
+            by = threading.Thread(target=_bystander, args=(c, h, t0 + seconds, busy, t0))
+            by.start()
+            rss, depth = [], []
+            bar = progress_bar(total=int(seconds), desc="flood", unit="s")
+            while by.is_alive():
+                time.sleep(0.5)
+                rss.append((time.monotonic() - t0, srv.rss_bytes()))
+                depth.append(int(c.stats()["queue_depth"]))
+                bar.update(min(int(time.monotonic() - t0), int(seconds)) - bar.n)
+            bar.close()
+            by.join()
+            results = [json.loads(p.communicate()[0]) for p in procs]
+            stored = [c.describe_stream(f"load{k}").tuples_ingested for k in range(clients)]
         peak = srv.peak_rss_bytes()
     finally:
         srv.stop()
 
-    results, busy, rss, depth, stored = same
     acked = [sum(r["per_second"]) for r in results]
     fair = sum(acked) / clients
     span = seconds - 2  # the first and last second are partial
@@ -133,23 +103,17 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
     )
     for k, r in enumerate(results):
         rate = sum(r["per_second"][1:-1]) / span if len(r["per_second"]) > 2 else 0.0
-        acked_n, stored_n = sum(niced[0][k]["per_second"]), niced[4][k]
-        kept = "yes" if (acked[k], acked_n) == (stored[k], stored_n) else f"no ({stored[k]:,})"
+        kept = "yes" if acked[k] == stored[k] else f"no ({stored[k]:,})"
         per_client.rows.append([k, rate, acked[k] / fair if fair else 0.0, r["refused"], kept])
     i50, i99, imax = _percentiles([ms for _, ms in idle])
     b50, b99, bmax = _percentiles([ms for _, ms in busy])
-    n50, n99, nmax = _percentiles([ms for _, ms in niced[1]])
     total = sum(acked) / seconds
-    niced_total = sum(sum(r["per_second"]) for r in niced[0]) / seconds
     summary = Section(
         "A bystander's invoke, and the server, under the flood",
         ["", "invoke p50 ms", "p99 ms", "max ms", "ingest t/s", "server RSS MB"],
     )
     summary.rows.append(["idle", i50, i99, imax, 0.0, rss0 / 2**20])
     summary.rows.append(["flooded", b50, b99, bmax, total, peak / 2**20])
-    summary.rows.append(
-        [f"flooded, clients at nice {NICE}", n50, n99, nmax, niced_total, peak / 2**20]
-    )
     summary.notes.append(
         f"Each client is a process of its own ({sys.executable} -m psoup.bench.grpc_load "
         f"flood) with one pipelined Ingest call; each flooded stream has "
@@ -157,11 +121,9 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
         "tuples. The bystander invokes a selection over a quiet 10,000-tuple stream every "
         "5 ms from this process. Server RSS: before the flood and its peak (VmHWM). "
         f"Largest ingest queue seen: {max(depth, default=0)} batches. Everything shares "
-        "the machine's cores: in the first flood the clients have the server's priority "
-        f"and take about 0.7 of its two cores; in the second they run at nice {NICE}, as if "
-        "on machines of their own (the server sees the same flood, the scheduler serves "
-        "the server and the bystander first). The server's default `--ingest-share 0.5`: "
-        "while invokes arrive, ingest holds the engine at most half the time."
+        "the machine's cores (the ten clients take about 0.7 of the two). The server runs "
+        "with its defaults: `--ingest-turns 1`, and `--ingest-share 0.5`, so while invokes "
+        "arrive ingest has at most half the engine thread's time."
     )
     where = machine.describe()
     command = "psoup bench overload" + (" --quick" if quick else "")
@@ -181,10 +143,6 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
             "p50": (secs.tolist(), [_percentiles(v)[0] for v in lat_by_sec]),
             "p99": (secs.tolist(), [_percentiles(v)[1] for v in lat_by_sec]),
             "max": (secs.tolist(), [_percentiles(v)[2] for v in lat_by_sec]),
-            f"p99, clients at nice {NICE}": (
-                secs.tolist(),
-                [_percentiles([ms for t, ms in niced[1] if int(t) == s])[1] for s in secs],
-            ),
         },
         logx=False,
     )
