@@ -29,7 +29,8 @@ def test_flame_graph_of_a_running_process(tmp_path: Path) -> None:
     try:
         child.stdout.read(1)  # it runs
         f = Flame(child.pid, tmp_path / "flame.svg", rate=200)
-        for _ in range(200):  # ~0.6 s of sorting: a hundred samples
+        assert f.wait_sampling(), f.stop() or f.problem
+        for _ in range(200):  # ~0.6 s of sorting once sampled: a hundred samples
             child.stdout.read(1)
         svg = f.stop()
     finally:

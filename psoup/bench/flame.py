@@ -36,9 +36,18 @@ class Flame:
                "flamegraph", "--rate", str(rate), "--subprocesses", "--gil"]  # fmt: skip
         if native:
             cmd.append("--native")
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def wait_sampling(self) -> bool:
+        """Block until py-spy has attached and samples (it says so on stdout); False if it
+        ended first (``stop()`` then says why). Attaching takes a moment, longer on a
+        busy machine: what runs before it is not in the graph."""
+        if self.proc is None:
+            return False
+        while line := self.proc.stdout.readline():
+            if "Sampling process" in line:
+                return True
+        return False
 
     def stop(self, timeout: float = 120) -> Path | None:
         """End the recording; the SVG's path, or None (``problem`` says why)."""
@@ -47,12 +56,12 @@ class Flame:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)  # py-spy writes its output on Ctrl-C
         try:
-            _, err = self.proc.communicate(timeout=timeout)
+            out, err = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            _, err = self.proc.communicate()
+            out, err = self.proc.communicate()
         if self.svg.exists() and self.svg.stat().st_size:
             return self.svg
-        lines = [ln for ln in (err or "").splitlines() if ln.strip()]
+        lines = [ln for ln in ((out or "") + (err or "")).splitlines() if ln.strip()]
         self.problem = f"py-spy wrote no flame graph: {lines[-1] if lines else 'no output'}"
         return None
