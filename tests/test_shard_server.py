@@ -45,6 +45,19 @@ def _check(c: PSoupClient, db, handles) -> None:
         assert got.now == want.now
 
 
+def _until_up(c: PSoupClient, limit: float = 180.0) -> None:
+    """Return once Stats says every shard is up again after a restart. Reads meanwhile
+    answer UNAVAILABLE after 10 s, and on a loaded machine Ray may take longer than
+    that to restart a killed actor and the shard to recover."""
+    deadline = time.monotonic() + limit
+    while True:
+        shards = c.stats()["shards"]
+        if all(s["state"] == "up" for s in shards) and shards[1]["restarts"] >= 1:
+            return
+        assert time.monotonic() < deadline, shards
+        time.sleep(0.2)
+
+
 def _cli(target: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "psoup", *args, "--server", target],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
