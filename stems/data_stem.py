@@ -38,15 +38,27 @@ _UIDS = itertools.count(1)
 class _Block:
     """``capacity`` rows. The 8-byte columns (int, float) and the tuple ids are the rows
     of one int64 matrix (a float column is its row viewed as float64), so a gather of
-    many columns is one ``np.take`` per block; ``cols[i]`` is column i either way."""
+    many columns is one ``np.take`` per block; ``cols[i]`` is column i either way.
 
-    __slots__ = ("cols", "first", "last", "mat", "n", "sorted", "tids")
+    The matrix is a slice of ``chunk``, one matrix shared by the ``_CHUNK_BLOCKS``
+    aligned blocks of seqs ``[c * C * B, (c + 1) * C * B)``, so a gather over a window
+    of many blocks is one take per chunk, not per block. A chunk is allocated whole and
+    uninitialised (the OS gives its pages as rows are written) and freed when its last
+    block expires."""
 
-    def __init__(self, schema: Schema, first: int, capacity: int, row_of: dict[int, int]):
+    __slots__ = ("chunk", "cols", "first", "last", "mat", "n", "sorted", "tids")
+
+    def __init__(
+        self, schema: Schema, first: int, capacity: int, row_of: dict[int, int], chunk=None
+    ):
         self.first = first
         self.n = 0
         self.last: object = None  # the newest timestamp held, as a Python number
-        self.mat = np.empty((len(row_of) + 1, capacity), dtype=np.int64)
+        if chunk is None:
+            chunk = np.empty((len(row_of) + 1, _CHUNK_BLOCKS * capacity), dtype=np.int64)
+        self.chunk = chunk
+        at = first % (_CHUNK_BLOCKS * capacity)
+        self.mat = chunk[:, at : at + capacity]
         self.cols = [
             (self.mat[row_of[i]].view(schema.dtype_of(a)) if i in row_of
              else np.empty(capacity, dtype=object))
@@ -56,6 +68,11 @@ class _Block:
         # attr position -> (sorted values, argsort order as int32); only for sealed blocks.
         self.sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
+
+#: Blocks per storage chunk (see ``_Block``): a window of up to 15 blocks is gathered
+#: with at most two takes. A stream keeps up to 15 expired blocks' memory until its
+#: chunk's last block expires.
+_CHUNK_BLOCKS = 16
 
 _FEW = 4  # gathers of at most this many rows go value by value
 
@@ -93,6 +110,7 @@ class DataSteM:
         self.schema = schema
         self.block_rows = block_rows
         self.segment_rows = block_rows * segment_blocks
+        self.chunk_rows = block_rows * _CHUNK_BLOCKS
         self._blocks: list[_Block] = []
         # (segment number, attr position) -> (sorted values, argsort order as int64 offsets
         # from the segment's first seq); only for complete segments.
@@ -175,7 +193,14 @@ class DataSteM:
         B = self.block_rows
         while done < n:
             if not self._blocks or self._blocks[-1].n == B:
-                self._blocks.append(_Block(self.schema, self._end, B, self._row_of))
+                prev = self._blocks[-1] if self._blocks else None
+                same = (
+                    prev is not None
+                    and prev.first // self.chunk_rows == self._end // self.chunk_rows
+                )
+                self._blocks.append(
+                    _Block(self.schema, self._end, B, self._row_of, prev.chunk if same else None)
+                )
                 self._bytes += _block_bytes(self._blocks[-1])
             blk = self._blocks[-1]
             take = min(B - blk.n, n - done)
@@ -338,60 +363,72 @@ class DataSteM:
         idx = [self.schema.index_of(a) for a in attrs]
         return dict(zip(attrs, self._gather(idx, seqs), strict=True))
 
+    @staticmethod
+    def _runs(seqs: np.ndarray, unit: int) -> list[tuple[int, int, int]]:
+        """``(a, z, u)``: ``seqs[a:z]`` are the (ascending) seqs in ``[u * unit, (u + 1) *
+        unit)``, for each such unit they touch. O(units spanned x log len(seqs))."""
+        u0, u1 = int(seqs[0]) // unit, int(seqs[-1]) // unit
+        if u0 == u1:
+            return [(0, len(seqs), u0)]
+        cuts = np.searchsorted(seqs, np.arange(u0 + 1, u1 + 1) * unit).tolist()
+        return [
+            (a, z, u)
+            for a, z, u in zip([0, *cuts], [*cuts, len(seqs)], range(u0, u1 + 1), strict=True)
+            if a < z
+        ]
+
     def _gather(self, cols: list[int | None], seqs: np.ndarray) -> list[np.ndarray]:
         names = self.schema.names
         dtypes = [np.int64 if i is None else self.schema.dtype_of(names[i]) for i in cols]
-        base = self._blocks[0].first if self._blocks else 0
+        blocks = self._blocks
+        base = blocks[0].first if blocks else 0
         B = self.block_rows
         if 0 < len(seqs) <= _FEW:
             # A handful of rows (an equality query's usual answer): value by value costs
             # less than the run-splitting and takes below, which are fixed costs per call.
             vals: list[list] = [[] for _ in cols]
             for seq in seqs.tolist():
-                b = self._blocks[(seq - base) // B]
+                b = blocks[(seq - base) // B]
                 off = seq - b.first
                 for v, i in zip(vals, cols, strict=True):
                     v.append((b.tids if i is None else b.cols[i])[off])
             return [np.array(v, dtype=d) for v, d in zip(vals, dtypes, strict=True)]
-        outs = [np.empty(len(seqs), dtype=d) for d in dtypes]
         if not len(seqs):
-            return outs
-        first_k = (int(seqs[0]) - base) // B
-        if first_k == (int(seqs[-1]) - base) // B:
-            runs = [(0, len(seqs), first_k)]
-            offs = seqs - self._blocks[first_k].first
-        else:
-            bk, offs = np.divmod(seqs - base, B)  # block, and offset in it (blocks aligned)
-            # seqs are ascending, so each block's seqs form one run.
-            cuts = np.flatnonzero(bk[1:] != bk[:-1]) + 1
-            starts = [0, *cuts.tolist()]
-            ends = [*cuts.tolist(), len(seqs)]
-            runs = list(zip(starts, ends, bk[starts].tolist(), strict=True))
-        # The 8-byte columns asked for, as rows of the blocks' matrices: when they are a
-        # run of consecutive rows, one take per block gathers them all, into an array of
-        # its own (a take into a strided slice of one output costs twice as much), and one
-        # concatenate joins the blocks' parts.
+            return [np.empty(0, dtype=d) for d in dtypes]
+        outs: list = [None] * len(cols)
+        # The 8-byte columns as rows of the chunks' matrices: one take per chunk, of the
+        # rows asked for when they are consecutive (else one per column), each into an
+        # array of its own (a take into a strided slice of one output costs twice as
+        # much), and one concatenate joins the chunks' parts.
         rows = [len(self._row_of) if i is None else self._row_of.get(i) for i in cols]
         wide = [j for j, r in enumerate(rows) if r is not None]
-        r0 = rows[wide[0]] if wide else 0
-        r1 = r0 + len(wide)
-        together = len(wide) > 1 and [rows[j] for j in wide] == list(range(r0, r1))
-        blocks = self._blocks
-        parts = []
-        # the columns gathered one by one: all, or those not in the matrices' run
-        rest = [(outs[j], i) for j, i in enumerate(cols) if not (together and rows[j] is not None)]
-        for a, z, k in runs:
-            b = blocks[k]
-            off = offs[a:z]
-            if together:
-                parts.append(b.mat[r0:r1].take(off, axis=1, mode="clip"))
-            for out, i in rest:
-                src = b.tids if i is None else b.cols[i]
-                out[a:z] = src[off]
-        if together:
-            block_out = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
-            for j, w in enumerate(wide):
-                outs[w] = block_out[j].view(outs[w].dtype)
+        if wide:
+            r0 = rows[wide[0]]
+            r1 = r0 + len(wide)
+            together = [rows[j] for j in wide] == list(range(r0, r1))
+            CB = self.chunk_rows
+            parts: list[list[np.ndarray]] = [[] for _ in (wide if not together else (0,))]
+            for a, z, c in self._runs(seqs, CB):
+                chunk = blocks[max(0, (c * CB - base) // B)].chunk
+                off = seqs[a:z] - c * CB
+                if together:
+                    parts[0].append(chunk[r0:r1].take(off, axis=1, mode="clip"))
+                else:
+                    for part, j in zip(parts, wide, strict=True):
+                        part.append(chunk[rows[j]].take(off, mode="clip"))
+            joined = [p[0] if len(p) == 1 else np.concatenate(p, axis=-1) for p in parts]
+            for k, j in enumerate(wide):
+                got = joined[0][k] if together else joined[k]
+                outs[j] = got.view(dtypes[j])
+        narrow = [j for j, r in enumerate(rows) if r is None]
+        if narrow:  # object columns: stored per block
+            for j in narrow:
+                outs[j] = np.empty(len(seqs), dtype=dtypes[j])
+            for a, z, k in self._runs(seqs - base, B):
+                b = blocks[k]
+                off = seqs[a:z] - b.first
+                for j in narrow:
+                    outs[j][a:z] = b.cols[cols[j]][off]
         return outs
 
     def row_values(self, seq: int) -> dict[str, object]:
@@ -526,6 +563,14 @@ class DataSteM:
             if k < len(self._blocks) - 1:
                 assert b.n == B, "only the last block may be open"
             assert 0 < b.n <= B
+            at = b.first % self.chunk_rows
+            assert (
+                b.mat.base is b.chunk and b.chunk[:, at : at + B].ctypes.data == b.mat.ctypes.data
+            )
+            if k:
+                prev = self._blocks[k - 1]
+                same = prev.first // self.chunk_rows == b.first // self.chunk_rows
+                assert (prev.chunk is b.chunk) == same, "a chunk's blocks share its matrix"
             ts = b.cols[self._ti][: b.n]
             assert np.all(ts[1:] >= ts[:-1]), "timestamps decrease inside a block"
             if prev_ts is not None:

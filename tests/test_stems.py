@@ -137,3 +137,34 @@ def test_data_stem_probe_and_expiry_match_brute_force(
                 rows[i][1] for i in want
             ]
         stem._check()  # the indexes the probes built
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(1, 5),
+    st.integers(0, 400),
+    st.integers(0, 300),
+    st.lists(st.sampled_from([None, 0, 1, 2, 3]), min_size=1, max_size=5),
+    st.randoms(use_true_random=False),
+)
+def test_gather_matches_the_rows_across_blocks_and_chunks(block_rows, n, keep, cols, rnd) -> None:
+    """gather_at of any stored seqs, for any columns in any order (the 8-byte ones in
+    the chunks' matrices, consecutive or not, strings per block, tuple ids) gives the
+    rows' values, across block and chunk boundaries and after expiry."""
+    schema = Schema(("t", "s", "x", "a"), ("int", "str", "float", "int"), "t")
+    stem = DataSteM(schema, block_rows=block_rows)
+    rows = [(i // 3, f"v{i}", i / 4, 7 * i - 100, 1000 + i) for i in range(n)]
+    for a in range(0, n, 37):
+        part = rows[a : a + 37]
+        stem.append(
+            [np.array([r[j] for r in part], dtype=d) for j, d in enumerate((np.int64, object,
+             np.float64, np.int64))],
+            np.array([r[4] for r in part], dtype=np.int64),
+        )  # fmt: skip
+    stem.expire(max(0, (n - keep) // 3))
+    stem._check()
+    stored = list(range(stem.start_seq, stem.end_seq))
+    seqs = sorted(rnd.sample(stored, rnd.randint(0, len(stored))))
+    got = stem.gather_at(cols, np.array(seqs, dtype=np.int64))
+    for c, arr in zip(cols, got, strict=True):
+        assert arr.tolist() == [rows[q][4 if c is None else c] for q in seqs], (c, seqs)
