@@ -30,6 +30,15 @@ from results.match_log import MatchLog
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
+def _set_bits(parts: list[np.ndarray], first: int) -> np.ndarray:
+    """The seqs of the set bits of the bytes ``parts`` joined, bit 0 of the first byte
+    being seq ``first`` (bitarray's big-endian bit order, as ``np.unpackbits``).
+    O(bits) in C; the unpacked 0/1 bytes scanned as booleans, four times as fast as
+    scanning them as integers."""
+    buf = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return np.unpackbits(buf).view(bool).nonzero()[0] + first
+
+
 class Modes:
     """Which column keys are in dense mode, as a numpy array for batch look-ups."""
 
@@ -206,23 +215,45 @@ class SelectionColumn:
         """Ascending matched seqs in ``[s, e)``.
 
         O(log m) per sparse block and O(bits/8) per dense block inside the window, from
-        the column's first matched block on, in C; nothing outside the window.
+        the column's first matched block on, in C; nothing outside the window. A run of
+        consecutive dense blocks is read as one bitmap (when ``block_rows`` is a
+        multiple of 8, so their bytes join without a seam): one unpack and one scan for
+        the run, not per block.
         """
         if s >= e:
             return _EMPTY
+        B = self.block_rows
+        joinable = B % 8 == 0
         out = []
+        run: list[np.ndarray] = []  # the bytes of consecutive dense blocks
+        run_seq = run_next = 0  # seq of the run's first byte's first bit; next block
         for k, lo, hi, seg in self._blocks_in(s, e):
-            base = k * self.block_rows
-            if seg is not None:
-                a, z = lo >> 3, (hi + 7) >> 3
-                bits = np.unpackbits(np.frombuffer(seg, dtype=np.uint8, count=z - a, offset=a))
-                idx = np.flatnonzero(bits[lo - 8 * a : hi - 8 * a])
-                if len(idx):
-                    out.append(idx + (base + lo))
-            else:
+            base = k * B
+            if seg is None:
+                if run:
+                    out.append(_set_bits(run, run_seq))
+                    run = []
                 v = self.log.rows(self.key, k, base + lo, base + hi)
                 if len(v):
                     out.append(v)
+                continue
+            a, z = lo >> 3, (hi + 7) >> 3
+            part = np.frombuffer(seg, dtype=np.uint8, count=z - a, offset=a)
+            if lo & 7 or hi & 7:  # a partial byte: mask the bits outside [lo, hi)
+                part = part.copy()
+                part[0] &= 0xFF >> (lo & 7)
+                if hi & 7:
+                    part[-1] &= (0xFF << (8 - (hi & 7))) & 0xFF
+            if run and joinable and k == run_next and lo == 0:
+                run.append(part)
+            else:
+                if run:
+                    out.append(_set_bits(run, run_seq))
+                run, run_seq = [part], base + 8 * a
+            run_next = k + 1 if hi == B else -1
+        if run:
+            out.append(_set_bits(run, run_seq))
+        out = [v for v in out if len(v)]
         bf = self._backfill
         if len(bf) and bf[0] < e and bf[-1] >= s:
             out.append(bf[np.searchsorted(bf, s) : np.searchsorted(bf, e)])
