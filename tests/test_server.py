@@ -6,6 +6,7 @@ names the problem, that the server still answers SERVING and that nothing change
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 from collections.abc import Iterator
@@ -598,6 +599,43 @@ def test_ingest_makes_way_for_interactive_calls() -> None:
             # does not wait.
             assert turns.owed > 0.0
             assert snapshot(stub, "s")[0] == 9
+    finally:
+        srv.stop(grace=1)
+
+
+def test_every_interactive_method_is_noted_as_it_arrives() -> None:
+    """Each RPC named interactive is one of the service's, and a call of it (answered or
+    refused) is noted before it runs; an ingest is not."""
+    from psoup.server.servicer import INTERACTIVE
+
+    service = pb.DESCRIPTOR.services_by_name["PSoup"]
+    assert {m.name for m in service.methods} >= INTERACTIVE
+    # the issue's interactive calls (#16: invoke, register, describe), never bulk ingest
+    assert {"Invoke", "InvokeQuery", "RegisterQuery", "DescribeQuery", "DescribeStream"} <= (
+        INTERACTIVE
+    )
+    assert not {"Ingest", "LoadBatches", "BeginLoad", "CommitLoad"} & INTERACTIVE
+    srv = start_server(ServerConfig(port=0))
+    turns = srv.servicer.turns
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
+            for m in sorted({m.name for m in service.methods}):
+                method = service.methods_by_name[m]
+                turns._interactive = -1.0
+                req = getattr(pb, method.input_type.name)()
+                kind = (
+                    ("stream" if method.client_streaming else "unary")
+                    + "_"
+                    + ("stream" if method.server_streaming else "unary")
+                )
+                call = getattr(ch, kind)(f"/{service.full_name}/{m}",
+                                         type(req).SerializeToString, bytes)  # fmt: skip
+                arg = iter([req]) if method.client_streaming else req
+                with contextlib.suppress(grpc.RpcError):
+                    answer = call(arg, timeout=5)
+                    if method.server_streaming:
+                        list(answer)
+                assert (turns._interactive >= 0) == (m in INTERACTIVE), m
     finally:
         srv.stop(grace=1)
 

@@ -145,6 +145,11 @@ class Observer:
         )  # fmt: skip
         ProcessCollector(registry=r)
         self._http = None
+        self._arrived: list[Callable[[str], None]] = []
+
+    def on_request(self, hook: Callable[[str], None]) -> None:
+        """Call ``hook(method)`` as each request arrives, before it runs."""
+        self._arrived.append(hook)
 
     def watch_engine(self, snapshot: Callable[[], dict]) -> None:
         """Read the engine's gauges through ``snapshot()`` at each scrape."""
@@ -194,6 +199,8 @@ class _Interceptor(grpc.ServerInterceptor):
         if handler is None:
             return None
         method = details.method.rsplit("/", 1)[-1]
+        for hook in self.o._arrived:
+            hook(method)
         client = self.o.who(details.invocation_metadata)
         o = self.o
 

@@ -147,6 +147,14 @@ def _stream_info(db: Engine, name: str) -> pb.StreamInfo:
     return info
 
 
+#: The RPCs someone waits on, a person or an application: while they arrive, bulk ingest
+#: yields part of its time (``psoup serve --ingest-share``).
+INTERACTIVE = frozenset({
+    "DescribeStream", "ListStreams", "RegisterQuery", "InvokeQuery", "Invoke",
+    "UnregisterQuery", "DescribeQuery", "ReadStream",
+})  # fmt: skip
+
+
 class PSoupServicer(pb_grpc.PSoupServicer):
     """The service's methods; see proto/psoup/v1/psoup.proto for what each promises."""
 
@@ -176,6 +184,13 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         self._subscriptions = 0
         self.loads = Loads(max_staged_bytes=config.max_staged_bytes)
         self.turns = IngestTurns(config.ingest_turns, share=config.ingest_share)
+        self.observer.on_request(self._arrived)
+
+    def _arrived(self, method: str) -> None:
+        """Told of every request by name, as it arrives: while interactive calls come,
+        ingest makes way (psoup/server/turns.py)."""
+        if method in INTERACTIVE:
+            self.turns.interactive()
 
     # -- common steps -------------------------------------------------------------------
     def _client(self, context: grpc.ServicerContext) -> str:
@@ -245,7 +260,6 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return self._unary(context, run)
 
     def DescribeStream(self, request, context):
-        self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
 
         def run():
             self._client(context)
@@ -258,7 +272,6 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return _stream_info(self.engine, name)
 
     def ListStreams(self, request, context):
-        self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
 
         def run():
             self._client(context)
@@ -454,7 +467,6 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
     # -- queries ------------------------------------------------------------------------
     def RegisterQuery(self, request, context):
-        self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
 
         def run():
             client = self._client(context)
@@ -509,7 +521,6 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return self._unary(context, run)
 
     def InvokeQuery(self, request, context):
-        self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
         try:
             result = self._invoked(request, context)
             yield from self._pages(result, request.page_rows or self.config.page_rows)
@@ -517,7 +528,6 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             _abort(context, exc)
 
     def Invoke(self, request, context):
-        self.turns.interactive()
 
         def run():
             result = self._invoked(request, context)
@@ -653,7 +663,6 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return msg
 
     def UnregisterQuery(self, request, context):
-        self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
 
         def run():
             client = self._client(context)
@@ -668,7 +677,6 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return self._unary(context, run)
 
     def DescribeQuery(self, request, context):
-        self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
 
         def run():
             client = self._client(context)
@@ -894,7 +902,6 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return self._unary(context, run)
 
     def ReadStream(self, request, context):
-        self.turns.interactive()  # ingest makes way (psoup/server/turns.py)
         try:
             client = self._client(context)
             parts = request.parts or 1
