@@ -5,6 +5,8 @@ Small value domains and tiny blocks make collisions, block boundaries and expiry
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -168,3 +170,34 @@ def test_gather_matches_the_rows_across_blocks_and_chunks(block_rows, n, keep, c
     got = stem.gather_at(cols, np.array(seqs, dtype=np.int64))
     for c, arr in zip(cols, got, strict=True):
         assert arr.tolist() == [rows[q][4 if c is None else c] for q in seqs], (c, seqs)
+
+
+def test_an_expired_chunk_is_reused_only_when_nothing_reads_it() -> None:
+    """A chunk whose blocks all expired is reused for the next one, unless a view of its
+    rows is still held (a result, a snapshot's parts): those rows never change."""
+    schema = Schema(("t", "a"), ("int", "int"), "t")
+    stem = DataSteM(schema, block_rows=4)
+    chunk_rows = stem.chunk_rows
+
+    def fill(first: int, n: int) -> None:
+        ts = np.arange(first, first + n, dtype=np.int64)
+        stem.append([ts, ts * 10], ts)
+
+    fill(0, chunk_rows)
+    first_chunk = stem._blocks[0].chunk
+    held = stem.column("a", 0, 8)  # a view of the first chunk's rows
+    want = held.tolist()
+    fill(chunk_rows, 4)  # the second chunk begins
+    stem.expire(chunk_rows)  # every block of the first chunk expires
+    stem._check()
+    fill(chunk_rows + 4, 2 * chunk_rows)  # the third chunk may not take the first's memory
+    assert held.tolist() == want
+    assert all(b.chunk is not first_chunk for b in stem._blocks)
+    second = weakref.ref(stem._blocks[0].chunk)
+    stem.expire(2 * chunk_rows)  # the second chunk's blocks expire, nothing holds them
+    fill(3 * chunk_rows + 4, chunk_rows)  # the fourth chunk takes its memory
+    stem._check()
+    assert second() is not None and stem._blocks[-1].chunk is second()
+    assert stem.gather("a", np.arange(stem.start_seq, stem.end_seq)).tolist() == [
+        10 * t for t in range(stem.start_seq, stem.end_seq)
+    ]
