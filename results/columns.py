@@ -226,7 +226,7 @@ class SelectionColumn:
         joinable = B % 8 == 0
         out = []
         run: list[np.ndarray] = []  # the bytes of consecutive dense blocks
-        run_seq = run_next = 0  # seq of the run's first byte's first bit; next block
+        run_seq = run_next = -1  # seq of the run's first byte's first bit; next block
         for k, lo, hi, seg in self._blocks_in(s, e):
             base = k * B
             if seg is None:
@@ -253,7 +253,8 @@ class SelectionColumn:
             run_next = k + 1 if hi == B else -1
         if run:
             out.append(_set_bits(run, run_seq))
-        out = [v for v in out if len(v)]
+        if run_seq >= 0:  # dense blocks were read: their runs may have found nothing
+            out = [v for v in out if len(v)]
         bf = self._backfill
         if len(bf) and bf[0] < e and bf[-1] >= s:
             out.append(bf[np.searchsorted(bf, s) : np.searchsorted(bf, e)])
