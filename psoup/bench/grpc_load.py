@@ -5,9 +5,11 @@ sends the equality workload's batches over one pipelined Ingest stream and print
 ``{"rows": ..., "seconds": ...}`` for the batches after the first W (timed from the
 acknowledgement of batch W to the last one).
 
-``python -m psoup.bench.grpc_load flood TARGET --stream S --rows R --seconds D`` ingests
-into S as fast as the server takes it for D seconds and prints the rows acknowledged
-in each second and the calls refused (``psoup bench overload``).
+``python -m psoup.bench.grpc_load flood TARGET --stream S --rows R --seconds D`` prints
+``ready`` once connected, waits for a line on stdin, then ingests into S as fast as the
+server takes it for D seconds and prints the rows acknowledged in each second and the
+calls refused (``psoup bench overload``: its clocks start once every client is ready,
+not while ten interpreters import numpy and gRPC).
 
 ``python -m psoup.bench.grpc_load invoke TARGET --handles FILE --clients C --invokes M``
 runs C threads, each invoking M random handles from FILE (one per line), and prints
@@ -146,6 +148,10 @@ def flood(target: str, stream: str, seed: int, rows: int, seconds: float) -> dic
 
     with grpc.insecure_channel(target) as ch:
         stub = pb_grpc.PSoupStub(ch)
+        grpc.channel_ready_future(ch).result(timeout=60)
+        print("ready", flush=True)
+        sys.stdin.readline()  # go
+        start = time.monotonic()
         while time.monotonic() - start < seconds:
             try:
                 for ack in stub.Ingest(stream_requests()):

@@ -43,11 +43,25 @@ def _bystander(c: PSoupClient, h: str, until: float, out: list[tuple[float, floa
 
 
 def _flood(target: str, k: int, seconds: float, seed: int) -> subprocess.Popen:
-    """Client ``k``: a process flooding stream load<k>."""
+    """Client ``k``: a process that floods stream load<k> once told to (a line on its
+    stdin), after it has said ``ready``."""
     cmd = [sys.executable, "-m", "psoup.bench.grpc_load", "flood", target,
            "--stream", f"load{k}", "--rows", str(ROWS), "--seconds", str(seconds),
            "--seed", str(seed + k)]  # fmt: skip
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def _start_together(procs: list[subprocess.Popen]) -> None:
+    """Wait until every flood client is connected, then let them all go: the clocks
+    start on the flood, not on ten interpreters importing numpy and gRPC (~10 s of CPU,
+    which made most of the slow invokes of the first 2 s)."""
+    for p in procs:
+        line = p.stdout.readline()
+        if line.strip() != "ready":
+            raise RuntimeError(f"a flood client did not start: {line.strip() or 'no output'}")
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
 
 
 def _percentiles(ms: list[float]) -> list[float]:
@@ -75,6 +89,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
             _bystander(c, h, time.monotonic() + 3.0, idle, time.monotonic())
             rss0 = srv.rss_bytes()
             procs = [_flood(srv.target, k, seconds, seed) for k in range(clients)]
+            _start_together(procs)
             t0 = time.monotonic()
             busy: list[tuple[float, float]] = []
             by = threading.Thread(target=_bystander, args=(c, h, t0 + seconds, busy, t0))
@@ -88,7 +103,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
                 bar.update(min(int(time.monotonic() - t0), int(seconds)) - bar.n)
             bar.close()
             by.join()
-            results = [json.loads(p.communicate()[0]) for p in procs]
+            results = [json.loads(p.communicate()[0].splitlines()[-1]) for p in procs]
             stored = [c.describe_stream(f"load{k}").tuples_ingested for k in range(clients)]
         peak = srv.peak_rss_bytes()
     finally:
