@@ -790,16 +790,3 @@ def test_open_loads_hold_at_most_max_staged_bytes() -> None:
             assert budget.used == 0
     finally:
         srv.stop(grace=1)
-
-
-def test_the_server_sets_the_thread_switch_interval() -> None:
-    """--switch-interval is the process's interpreter switch interval while it serves."""
-    import sys
-
-    before = sys.getswitchinterval()
-    srv = start_server(ServerConfig(port=0, switch_interval_ms=0.5))
-    try:
-        assert sys.getswitchinterval() == pytest.approx(0.0005)
-    finally:
-        srv.stop(grace=1)
-        sys.setswitchinterval(before)

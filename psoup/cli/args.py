@@ -145,14 +145,6 @@ def _share(text: str) -> float:
     return float(v)
 
 
-def _switch_ms(text: str) -> float:
-    """Milliseconds between the interpreter's forced thread switches: 0.05 to 100."""
-    v = parse_number(text)
-    if not 0.05 <= v <= 100:
-        raise argparse.ArgumentTypeError(f"not a number of milliseconds in [0.05, 100]: {text!r}")
-    return float(v)
-
-
 def _message_bytes(text: str) -> int:
     return _count(text, 1, GRPC_MAX_MESSAGE_BYTES)
 

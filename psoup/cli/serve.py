@@ -14,7 +14,6 @@ from psoup.cli.args import (
     _positive,
     _seconds_or_never,
     _share,
-    _switch_ms,
     _sync_mode,
 )
 from psoup.cli.checks import _error
@@ -202,16 +201,6 @@ def add_parser(sub) -> None:
         "1 = no limit (default: %(default)s)",
     )
     limits.add_argument(
-        "--switch-interval",
-        type=_switch_ms,
-        default=5.0,
-        metavar="MS",
-        help="how long a thread may hold Python's interpreter lock before a waiting one "
-        "is let in: an interactive call waits up to this long at each step behind busy "
-        "ingest threads; lower costs ingest some throughput (default: %(default)s, "
-        "Python's own is 5)",
-    )
-    limits.add_argument(
         "--freeze-heap-every",
         type=_seconds_or_never,
         default=1.0,
@@ -273,7 +262,6 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         ingest_queue_batches=args.ingest_queue_batches,
         ingest_turns=args.ingest_turns,
         ingest_share=args.ingest_share,
-        switch_interval_ms=args.switch_interval,
         max_staged_bytes=args.max_staged_bytes,
         freeze_heap_every=args.freeze_heap_every,
         app=args.app or (f"linear-road={args.linear_road}" if args.linear_road else None),

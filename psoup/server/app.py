@@ -6,7 +6,6 @@ import ipaddress
 import logging
 import signal
 import socket
-import sys
 import threading
 from concurrent import futures
 from pathlib import Path
@@ -154,9 +153,6 @@ def start_server(config: ServerConfig) -> RunningServer:
         if data is not None:
             data.close()
         raise
-    # Process-wide: how long an interactive call's thread may wait for the interpreter
-    # lock behind ingest threads at each of its steps.
-    sys.setswitchinterval(config.switch_interval_ms / 1000)
     worker = EngineWorker(config.ingest_queue_batches, config.freeze_heap_every)
     try:
         if app is not None:

@@ -24,8 +24,6 @@ class ServerConfig:
     ingest_queue_batches: int = 64  # batches waiting for the engine before Ingest is refused
     ingest_turns: int = 1  # Ingest batches on their way to the engine at once (server/turns.py)
     ingest_share: float = 0.5  # of the time ingest may hold its turns while interactive calls come
-    # Python's thread switch interval for the whole process (sys.setswitchinterval), in ms.
-    switch_interval_ms: float = 5.0
     subscription_buffer: int = 10_000  # undelivered messages before a subscriber is cut off
     page_rows: int = 4096  # default rows per InvokeQuery page
     workers: int = 32  # gRPC handler threads
