@@ -3,8 +3,10 @@
 Rows are numbered by ``seq``, their position in the stream since it was created (0, 1,
 ...). Storage is a list of fixed-size blocks; block ``k`` holds seqs ``[k*B, (k+1)*B)``
 with one numpy array per attribute plus the global tuple ids, so a stored tuple costs its
-values and no Python object. Timestamps are non-decreasing in seq order, which makes every
-time window a seq range found by binary search.
+values and no Python object; the 8-byte columns of 16 consecutive blocks share one
+matrix (a chunk), so gathering result rows is one take per chunk. Timestamps are
+non-decreasing in seq order, which makes every time window a seq range found by binary
+search.
 
 Expiry drops whole blocks (the block compartments of Streaming Tables, seeds/001 VI.D):
 O(1) amortised per tuple. Which tuples are *visible* is decided by the caller's horizon
@@ -38,14 +40,14 @@ _UIDS = itertools.count(1)
 
 class _Block:
     """``capacity`` rows. The 8-byte columns (int, float) and the tuple ids are the rows
-    of one int64 matrix (a float column is its row viewed as float64), so a gather of
-    many columns is one ``np.take`` per block; ``cols[i]`` is column i either way.
+    of one int64 matrix (a float column is its row viewed as float64), so one
+    ``np.take`` gathers many columns; ``cols[i]`` is column i either way.
 
     The matrix is a slice of ``chunk``, one matrix shared by the ``_CHUNK_BLOCKS``
     aligned blocks of seqs ``[c * C * B, (c + 1) * C * B)``, so a gather over a window
     of many blocks is one take per chunk, not per block. A chunk is allocated whole and
-    uninitialised (the OS gives its pages as rows are written) and freed when its last
-    block expires."""
+    uninitialised (the OS gives its pages as rows are written); when its last block
+    expires it is freed, or reused for the next chunk (``DataSteM._reuse``)."""
 
     __slots__ = ("chunk", "cols", "first", "last", "mat", "n", "sorted", "tids")
 
