@@ -214,6 +214,31 @@ class MatchLog:
             out = out[out.searchsorted(lo) : out.searchsorted(hi)]
         return out
 
+    def rows_in(self, key: int, ks: list[int], s: int, e: int) -> list[np.ndarray]:
+        """``key``'s ascending seqs within ``[s, e)`` in each of the blocks ``ks``
+        (ascending), as the non-empty parts; ``rows`` for many blocks in one call.
+        O(log pairs) per sealed block: one search for both ends of the key's run, in C."""
+        out = []
+        sealed = self._sealed
+        bounds = np.array([key, key + 1], dtype=np.int64)  # one search finds both ends
+        for k in ks:
+            if k == self._open_k:
+                v = self.rows(key, k, s, e)
+            else:
+                blk = sealed.get(k)
+                if blk is None:
+                    continue
+                keys, seqs = blk
+                a, z = keys.searchsorted(bounds).tolist()
+                if a == z:
+                    continue
+                v = seqs[a:z]
+                if v[0] < s or v[-1] >= e:
+                    v = v[v.searchsorted(s) : v.searchsorted(e)]
+            if len(v):
+                out.append(v)
+        return out
+
     def blocks(self) -> list[int]:
         """Numbers of the blocks holding pairs, ascending."""
         ks = sorted(self._sealed)

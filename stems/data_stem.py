@@ -94,6 +94,24 @@ def _last(b: _Block) -> object:
     return b.last
 
 
+class _GatherPlan:
+    """What ``DataSteM._gather`` needs to know about one list of columns: their dtypes,
+    which are rows of the chunks' matrices (``wide``, with their rows, and whether those
+    are consecutive), and which are object columns stored per block (``narrow``)."""
+
+    __slots__ = ("dtypes", "narrow", "r0", "rows", "together", "wide")
+
+    def __init__(self, schema: Schema, row_of: dict[int, int], cols: tuple[int | None, ...]):
+        names = schema.names
+        self.dtypes = [np.int64 if i is None else schema.dtype_of(names[i]) for i in cols]
+        self.rows = [len(row_of) if i is None else row_of.get(i) for i in cols]
+        self.wide = [j for j, r in enumerate(self.rows) if r is not None]
+        self.narrow = [j for j, r in enumerate(self.rows) if r is None]
+        self.r0 = self.rows[self.wide[0]] if self.wide else 0
+        wide_rows = [self.rows[j] for j in self.wide]
+        self.together = wide_rows == list(range(self.r0, self.r0 + len(self.wide)))
+
+
 class DataSteM:
     """Columnar storage of one stream, in blocks of ``block_rows`` rows.
 
@@ -137,6 +155,7 @@ class DataSteM:
         # The last chunk whose blocks all expired, for the next chunk to reuse (see
         # _reuse).
         self._spare: np.ndarray | None = None
+        self._plans: dict[tuple, _GatherPlan] = {}  # columns asked for -> how to gather them
 
     # ------------------------------------------------------------------ size
     @property
@@ -398,9 +417,20 @@ class DataSteM:
             if a < z
         ]
 
-    def _gather(self, cols: list[int | None], seqs: np.ndarray) -> list[np.ndarray]:
-        names = self.schema.names
-        dtypes = [np.int64 if i is None else self.schema.dtype_of(names[i]) for i in cols]
+    def _plan(self, cols: Sequence[int | None]) -> _GatherPlan:
+        """How to gather ``cols`` (made once per list of columns, then looked up: the
+        fixed cost of an invoke's gather). O(1) amortised."""
+        key = tuple(cols)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= 256:  # ad-hoc column lists: keep the cache bounded
+                self._plans.clear()
+            plan = self._plans[key] = _GatherPlan(self.schema, self._row_of, key)
+        return plan
+
+    def _gather(self, cols: Sequence[int | None], seqs: np.ndarray) -> list[np.ndarray]:
+        plan = self._plan(cols)
+        dtypes = plan.dtypes
         blocks = self._blocks
         base = blocks[0].first if blocks else 0
         B = self.block_rows
@@ -422,34 +452,45 @@ class DataSteM:
         # array of its own (a take into a strided slice of one output costs twice as
         # much), and one concatenate joins the chunks' parts. mode="wrap" (the seqs are
         # in range, so it never wraps) is 10-25% faster than numpy's default checks.
-        rows = [len(self._row_of) if i is None else self._row_of.get(i) for i in cols]
-        wide = [j for j, r in enumerate(rows) if r is not None]
+        wide = plan.wide
         if wide:
-            r0 = rows[wide[0]]
-            r1 = r0 + len(wide)
-            together = [rows[j] for j in wide] == list(range(r0, r1))
+            rows, together = plan.rows, plan.together
+            r0, r1 = plan.r0, plan.r0 + len(wide)
             CB = self.chunk_rows
-            parts: list[list[np.ndarray]] = [[] for _ in (wide if not together else (0,))]
-            for a, z, c in self._runs(seqs, CB):
+            c = int(seqs[0]) // CB
+            if c == int(seqs[-1]) // CB:  # one chunk (the usual case): no cutting, no join
                 chunk = blocks[max(0, (c * CB - base) // B)].chunk
-                off = seqs[a:z] - c * CB
+                # (Not mode="wrap" on the seqs themselves: numpy wraps by repeated
+                # subtraction, one per chunk before this one.)
+                off = seqs - c * CB if c else seqs
                 if together:
-                    parts[0].append(chunk[r0:r1].take(off, axis=1, mode="wrap"))
+                    got = chunk[r0:r1].take(off, axis=1, mode="wrap")
+                    for k, j in enumerate(wide):
+                        outs[j] = got[k].view(dtypes[j])
                 else:
-                    for part, j in zip(parts, wide, strict=True):
-                        part.append(chunk[rows[j]].take(off, mode="wrap"))
-            joined = [p[0] if len(p) == 1 else np.concatenate(p, axis=-1) for p in parts]
-            for k, j in enumerate(wide):
-                got = joined[0][k] if together else joined[k]
-                outs[j] = got.view(dtypes[j])
-        narrow = [j for j, r in enumerate(rows) if r is None]
-        if narrow:  # object columns: stored per block
-            for j in narrow:
+                    for j in wide:
+                        outs[j] = chunk[rows[j]].take(off, mode="wrap").view(dtypes[j])
+            else:
+                parts: list[list[np.ndarray]] = [[] for _ in (wide if not together else (0,))]
+                for a, z, c in self._runs(seqs, CB):
+                    chunk = blocks[max(0, (c * CB - base) // B)].chunk
+                    off = seqs[a:z] - c * CB
+                    if together:
+                        parts[0].append(chunk[r0:r1].take(off, axis=1, mode="wrap"))
+                    else:
+                        for part, j in zip(parts, wide, strict=True):
+                            part.append(chunk[rows[j]].take(off, mode="wrap"))
+                joined = [np.concatenate(p, axis=-1) for p in parts]
+                for k, j in enumerate(wide):
+                    got = joined[0][k] if together else joined[k]
+                    outs[j] = got.view(dtypes[j])
+        if plan.narrow:  # object columns: stored per block
+            for j in plan.narrow:
                 outs[j] = np.empty(len(seqs), dtype=dtypes[j])
             for a, z, k in self._runs(seqs - base, B):
                 b = blocks[k]
                 off = seqs[a:z] - b.first
-                for j in narrow:
+                for j in plan.narrow:
                     outs[j][a:z] = b.cols[cols[j]][off]
         return outs
 
@@ -589,6 +630,8 @@ class DataSteM:
             assert (
                 b.mat.base is b.chunk and b.chunk[:, at : at + B].ctypes.data == b.mat.ctypes.data
             )
+            assert b.chunk.shape[1] == self.chunk_rows, "a chunk is chunk_rows wide (_gather)"
+
             if k:
                 prev = self._blocks[k - 1]
                 same = prev.first // self.chunk_rows == b.first // self.chunk_rows

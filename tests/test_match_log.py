@@ -62,6 +62,13 @@ def test_match_log_matches_brute_force(steps: list[tuple]) -> None:
                 s for k in range(0, last + 1) for s in log.rows(key, k, k * B, (k + 1) * B).tolist()
             ]
             assert got == want, (key, got, want)
+            # rows_in over any blocks and any seq range: their rows, clipped, joined.
+            s0, s1 = below * B + 1, end - 1
+            ks = sorted({*range(below, last + 1, 2), last})
+            parts = log.rows_in(key, ks, s0, s1)
+            assert all(len(p) for p in parts)
+            joined = [s for p in parts for s in p.tolist()]
+            assert joined == [s for s in want if s // B in ks and s0 <= s < s1], (key, ks)
             for k0, k1 in ((0, last), (last // 2, last), (below, below + 3)):
                 named = log.sealed_blocks_of(key, k0, k1)
                 if named is None:
