@@ -99,6 +99,8 @@ class Query:
     invocations: int = 0
     owner: str | None = None  # the client that registered it (the server's auth id)
     read_at: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
+    # The select items' positions in the stream, in output order (a plain selection).
+    out_at: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -988,6 +990,12 @@ class Engine:
                 if s < e
                 else np.empty(0, np.int64)
             )
+        if columnar and keys is None and not spec.is_aggregate:
+            # A plain selection's columns straight from the store in output order: fresh
+            # arrays of len(seqs) each, so no per-attribute dict, projection or views.
+            if q.out_at is None:
+                q.out_at = tuple(st.schema.index_of(item.col.attr) for item in spec.select)
+            return st.stem.gather_at(q.out_at, seqs)
         attrs = spec.read_attrs
         if q.read_at is None:  # the attributes' positions in the stream, once per query
             q.read_at = tuple(st.schema.index_of(a) for a in attrs)

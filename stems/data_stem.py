@@ -99,7 +99,7 @@ class _GatherPlan:
     which are rows of the chunks' matrices (``wide``, with their rows, and whether those
     are consecutive), and which are object columns stored per block (``narrow``)."""
 
-    __slots__ = ("dtypes", "narrow", "r0", "rows", "together", "wide")
+    __slots__ = ("dtypes", "narrow", "r0", "rows", "together", "viewed", "wide")
 
     def __init__(self, schema: Schema, row_of: dict[int, int], cols: tuple[int | None, ...]):
         names = schema.names
@@ -110,6 +110,8 @@ class _GatherPlan:
         self.r0 = self.rows[self.wide[0]] if self.wide else 0
         wide_rows = [self.rows[j] for j in self.wide]
         self.together = wide_rows == list(range(self.r0, self.r0 + len(self.wide)))
+        # The matrices are int64: a float column is viewed as such, an int one is as is.
+        self.viewed = [np.dtype(d) != np.int64 for d in self.dtypes]
 
 
 class DataSteM:
@@ -463,13 +465,15 @@ class DataSteM:
                 # (Not mode="wrap" on the seqs themselves: numpy wraps by repeated
                 # subtraction, one per chunk before this one.)
                 off = seqs - c * CB if c else seqs
+                viewed = plan.viewed
                 if together:
                     got = chunk[r0:r1].take(off, axis=1, mode="wrap")
                     for k, j in enumerate(wide):
-                        outs[j] = got[k].view(dtypes[j])
+                        outs[j] = got[k].view(dtypes[j]) if viewed[j] else got[k]
                 else:
                     for j in wide:
-                        outs[j] = chunk[rows[j]].take(off, mode="wrap").view(dtypes[j])
+                        got = chunk[rows[j]].take(off, mode="wrap")
+                        outs[j] = got.view(dtypes[j]) if viewed[j] else got
             else:
                 parts: list[list[np.ndarray]] = [[] for _ in (wide if not together else (0,))]
                 for a, z, c in self._runs(seqs, CB):
