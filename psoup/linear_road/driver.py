@@ -45,9 +45,9 @@ SERVER_ARGS = ("--max-queries-per-client", "10000000")
 
 
 UNAVAILABLE_RETRIES = 120  # a request asked again every 0.5 s while a shard recovers
-#: Type 2 and 3 requests answered at once (threads of the driver; the server's own pool
-#: is 32, of which the driver's ingest and two subscriptions hold three).
-REQUEST_WORKERS = 24
+#: Type 2 and 3 requests answered at once (threads of the driver). More is not better:
+#: at L = 14, 24 made every kind of answer late (11% of tolls), 8 only balances (1.7%).
+REQUEST_WORKERS = 8
 
 
 def server_args(convention: str = "validator") -> tuple[str, ...]:
@@ -446,9 +446,8 @@ def replay(
     acker = threading.Thread(target=consume_acks, daemon=True)
     acker.start()
     sampler = threading.Thread(target=sample, daemon=True)
-    # Vehicles ask independently: a request waiting for its second's ack must not hold
-    # back the next ones. With 8 workers a burst of requests waiting for a slow ack queued
-    # here unmeasured, and answers came late at L = 14 while every call took < 0.7 s.
+    # A request's wait for a worker counts in its first phase: at L = 14 requests queued
+    # here for seconds while every call took < 0.7 s.
     pool = ThreadPoolExecutor(max_workers=REQUEST_WORKERS)
     pending: list = []
     n_sent = 0
