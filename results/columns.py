@@ -30,15 +30,6 @@ from results.match_log import MatchLog
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
-def _set_bits(parts: list[np.ndarray], first: int) -> np.ndarray:
-    """The seqs of the set bits of the bytes ``parts`` joined, bit 0 of the first byte
-    being seq ``first`` (bitarray's big-endian bit order, as ``np.unpackbits``).
-    O(bits) in C; the unpacked 0/1 bytes scanned as booleans, four times as fast as
-    scanning them as integers."""
-    buf = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    return np.unpackbits(buf).view(bool).nonzero()[0] + first
-
-
 class Modes:
     """Which column keys are in dense mode, as a numpy array for batch look-ups."""
 
@@ -262,8 +253,10 @@ class SelectionColumn:
 
     def _dense_bits(self, s: int, e: int) -> np.ndarray:
         """The set bits' seqs in ``[s, e)``, every block of which is dense: the blocks'
-        bytes joined and read at once. O((e - s)/8) in C, O(1) Python steps besides the
-        join's one per block. A fresh array."""
+        bytes joined (bitarray's big-endian bit order, as ``np.unpackbits``), unpacked
+        once and scanned as booleans (numpy scans them four times as fast as uint8).
+        O((e - s)/8) in C, O(1) Python steps besides the join's one per block. A fresh
+        array."""
         B = self.block_rows
         k0, k1 = s // B, (e - 1) // B
         dense = self._blocks
@@ -278,47 +271,41 @@ class SelectionColumn:
     def _gathered(self, s: int, e: int) -> list[np.ndarray]:
         """The matched seqs in ``[s, e)`` outside the backfill, as ascending non-empty
         parts, block by block (``_block_numbers``): consecutive log blocks in one call
-        to the log, consecutive dense blocks as one bitmap."""
+        to the log, consecutive dense blocks in one ``_dense_bits`` (each dense block on
+        its own when ``block_rows`` is not a multiple of 8: their bytes would not join
+        without a seam)."""
         B = self.block_rows
         joinable = B % 8 == 0
         dense = self._blocks
         out: list[np.ndarray] = []
         sparse: list[int] = []  # log blocks not read yet
-        run: list[np.ndarray] = []  # the bytes of consecutive dense blocks
-        run_seq = run_next = -1  # seq of the run's first byte's first bit; next block
+        run = None  # (first, last) consecutive dense blocks not read yet
+
+        def flush_run() -> None:
+            found = self._dense_bits(max(s, run[0] * B), min(e, (run[1] + 1) * B))
+            if len(found):
+                out.append(found)
+
         for k in self._block_numbers(s // B, (e - 1) // B):
-            seg = dense.get(k)
-            if seg is None:
+            if k not in dense:
                 if run:
-                    out.append(_set_bits(run, run_seq))
-                    run = []
+                    flush_run()
+                    run = None
                 sparse.append(k)
                 continue
             if sparse:
                 out.extend(self.log.rows_in(self.key, sparse, s, e))
                 sparse = []
-            base = k * B
-            lo, hi = max(s - base, 0), min(e - base, B)
-            a, z = lo >> 3, (hi + 7) >> 3
-            part = np.frombuffer(seg, dtype=np.uint8, count=z - a, offset=a)
-            if lo & 7 or hi & 7:  # a partial byte: mask the bits outside [lo, hi)
-                part = part.copy()
-                part[0] &= 0xFF >> (lo & 7)
-                if hi & 7:
-                    part[-1] &= (0xFF << (8 - (hi & 7))) & 0xFF
-            if run and joinable and k == run_next and lo == 0:
-                run.append(part)
+            if run and joinable and k == run[1] + 1:
+                run = (run[0], k)
             else:
                 if run:
-                    out.append(_set_bits(run, run_seq))
-                run, run_seq = [part], base + 8 * a
-            run_next = k + 1 if hi == B else -1
+                    flush_run()
+                run = (k, k)
         if run:
-            out.append(_set_bits(run, run_seq))
+            flush_run()
         if sparse:
             out.extend(self.log.rows_in(self.key, sparse, s, e))
-        if run_seq >= 0:  # dense blocks were read: their runs may have found nothing
-            out = [v for v in out if len(v)]
         return out
 
     def count(self, s: int, e: int) -> int:

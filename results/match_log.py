@@ -193,47 +193,33 @@ class MatchLog:
 
     def rows(self, key: int, k: int, lo: int, hi: int) -> np.ndarray:
         """Ascending seqs of ``key`` in block ``k`` within seqs ``[lo, hi)``."""
-        if k == self._open_k:
-            if not self.open_has(key):
-                return _EMPTY
-            keys, seqs = self._open()
-            out = seqs[keys == key]
-            if len(out) and (out[0] < lo or out[-1] >= hi):
-                out = out[(out >= lo) & (out < hi)]
-            return out
-        blk = self._sealed.get(k)
-        if blk is None:
-            return _EMPTY
-        keys, seqs = blk
-        a = keys.searchsorted(key, "left")  # the method: no Python wrapper per call
-        z = keys.searchsorted(key, "right")
-        if a == z:
-            return _EMPTY
-        out = seqs[a:z]
-        if out[0] < lo or out[-1] >= hi:
-            out = out[out.searchsorted(lo) : out.searchsorted(hi)]
-        return out
+        parts = self.rows_in(key, [k], lo, hi)
+        return parts[0] if parts else _EMPTY
 
     def rows_in(self, key: int, ks: list[int], s: int, e: int) -> list[np.ndarray]:
         """``key``'s ascending seqs within ``[s, e)`` in each of the blocks ``ks``
-        (ascending), as the non-empty parts; ``rows`` for many blocks in one call.
-        O(log pairs) per sealed block: one search for both ends of the key's run, in C."""
+        (ascending), as the non-empty parts. O(log pairs) per sealed block: one search
+        for both ends of the key's run, in C; the open block's pairs scanned, only when
+        it holds the key."""
         out = []
         sealed = self._sealed
         bounds = np.array([key, key + 1], dtype=np.int64)  # one search finds both ends
         for k in ks:
             if k == self._open_k:
-                v = self.rows(key, k, s, e)
+                if not self.open_has(key):
+                    continue
+                keys, seqs = self._open()
+                v = seqs[keys == key]  # in append order, not sorted yet: masked
+                if len(v) and (v[0] < s or v[-1] >= e):
+                    v = v[(v >= s) & (v < e)]
             else:
                 blk = sealed.get(k)
                 if blk is None:
                     continue
                 keys, seqs = blk
                 a, z = keys.searchsorted(bounds).tolist()
-                if a == z:
-                    continue
                 v = seqs[a:z]
-                if v[0] < s or v[-1] >= e:
+                if len(v) and (v[0] < s or v[-1] >= e):
                     v = v[v.searchsorted(s) : v.searchsorted(e)]
             if len(v):
                 out.append(v)

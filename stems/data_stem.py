@@ -456,38 +456,25 @@ class DataSteM:
         # in range, so it never wraps) is 10-25% faster than numpy's default checks.
         wide = plan.wide
         if wide:
-            rows, together = plan.rows, plan.together
+            rows, together, viewed = plan.rows, plan.together, plan.viewed
             r0, r1 = plan.r0, plan.r0 + len(wide)
             CB = self.chunk_rows
-            c = int(seqs[0]) // CB
-            if c == int(seqs[-1]) // CB:  # one chunk (the usual case): no cutting, no join
+            parts: list[list[np.ndarray]] = [[] for _ in (wide if not together else (0,))]
+            for a, z, c in self._runs(seqs, CB):
                 chunk = blocks[max(0, (c * CB - base) // B)].chunk
                 # (Not mode="wrap" on the seqs themselves: numpy wraps by repeated
                 # subtraction, one per chunk before this one.)
-                off = seqs - c * CB if c else seqs
-                viewed = plan.viewed
+                off = seqs[a:z] - c * CB if c else seqs[a:z]
                 if together:
-                    got = chunk[r0:r1].take(off, axis=1, mode="wrap")
-                    for k, j in enumerate(wide):
-                        outs[j] = got[k].view(dtypes[j]) if viewed[j] else got[k]
+                    parts[0].append(chunk[r0:r1].take(off, axis=1, mode="wrap"))
                 else:
-                    for j in wide:
-                        got = chunk[rows[j]].take(off, mode="wrap")
-                        outs[j] = got.view(dtypes[j]) if viewed[j] else got
-            else:
-                parts: list[list[np.ndarray]] = [[] for _ in (wide if not together else (0,))]
-                for a, z, c in self._runs(seqs, CB):
-                    chunk = blocks[max(0, (c * CB - base) // B)].chunk
-                    off = seqs[a:z] - c * CB
-                    if together:
-                        parts[0].append(chunk[r0:r1].take(off, axis=1, mode="wrap"))
-                    else:
-                        for part, j in zip(parts, wide, strict=True):
-                            part.append(chunk[rows[j]].take(off, mode="wrap"))
-                joined = [np.concatenate(p, axis=-1) for p in parts]
-                for k, j in enumerate(wide):
-                    got = joined[0][k] if together else joined[k]
-                    outs[j] = got.view(dtypes[j])
+                    for part, j in zip(parts, wide, strict=True):
+                        part.append(chunk[rows[j]].take(off, mode="wrap"))
+            # One chunk (the usual case): its takes are the answer, with no join.
+            joined = [p[0] if len(p) == 1 else np.concatenate(p, axis=-1) for p in parts]
+            for k, j in enumerate(wide):
+                got = joined[0][k] if together else joined[k]
+                outs[j] = got.view(dtypes[j]) if viewed[j] else got
         if plan.narrow:  # object columns: stored per block
             for j in plan.narrow:
                 outs[j] = np.empty(len(seqs), dtype=dtypes[j])
@@ -635,7 +622,6 @@ class DataSteM:
                 b.mat.base is b.chunk and b.chunk[:, at : at + B].ctypes.data == b.mat.ctypes.data
             )
             assert b.chunk.shape[1] == self.chunk_rows, "a chunk is chunk_rows wide (_gather)"
-
             if k:
                 prev = self._blocks[k - 1]
                 same = prev.first // self.chunk_rows == b.first // self.chunk_rows
