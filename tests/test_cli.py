@@ -30,11 +30,12 @@ def test_demo_prints_every_query_result() -> None:
 def test_bench_quick_writes_tables_and_plots(tmp_path: Path) -> None:
     from psoup.cli import main
 
-    assert main(["bench", "core", "--quick", "--out", str(tmp_path)]) == 0
-    md = (tmp_path / "BENCHMARKS.md").read_text()
+    out = tmp_path / "not" / "yet"  # made by the command, before the run
+    assert main(["bench", "core", "--quick", "--out", str(out)]) == 0
+    md = (out / "BENCHMARKS.md").read_text()
     assert "<!-- bench:core begin -->" in md and "psoup bench core --quick" in md
     for name in ("core_output_sensitivity.png", "core_paper_workload.png", "core_invoke.png"):
-        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_write_section_replaces_only_its_own_section(tmp_path: Path) -> None:

@@ -215,6 +215,8 @@ CASES = [
     # Linear Road: inputs and the server checked before the run
     (["linear-road", "generate", "--out", "{dir}/folder", "--duration", "10"], USAGE,
      r"^error: --out .*folder is a directory: give a file to write$"),
+    (["bench", "core", "--quick", "--out", "{dir}/lr.dat"], FAILED,
+     r"^error: --out .*lr\.dat: not a folder$"),
     (["bench", "linear-road", "--input", "{dir}/missing.dat", "--out", "{dir}/bench"], FAILED,
      r"^error: --input .*missing\.dat: no such file$"),
     (["linear-road", "run", "--input", "{dir}/missing.dat", "--out", "{dir}/lr_out",

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from psoup.cli.args import STRATEGIES, _positive, _speedup, _sync_mode
-from psoup.cli.checks import _error, _missing_input
+from psoup.cli.checks import _error, _missing_input, _output_folder
 from psoup.cli.options import _spark_options
 
 
@@ -121,6 +121,8 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def run_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """``psoup bench SUITE``; returns the exit status."""
+    if problem := _output_folder("out", args.out):
+        return _error(problem)
     if args.suite == "linear-road":
         from psoup.bench import linear_road_bench
 

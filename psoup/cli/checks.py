@@ -1,5 +1,5 @@
-"""What the ``psoup`` commands check before they start work (input files present, a
-well-formed ``--server`` and ``--token``) and the one ``error: ...`` line that reports a
+"""What the ``psoup`` commands check before they start work (input files present, an
+output folder that can be made, a well-formed ``--server`` and ``--token``) and the one ``error: ...`` line that reports a
 refusal on stderr.
 """
 
@@ -21,6 +21,18 @@ def _missing_input(**files: Path | None) -> str | None:
         if path is not None and not path.is_file():
             what = "not a regular file" if path.exists() else "no such file"
             return f"--{option} {path}: {what}"
+    return None
+
+
+def _output_folder(option: str, path: Path) -> str | None:
+    """Make the folder ``path`` (and its parents) for a command's output; what is wrong
+    with it, if anything. Checked before a long job starts, not when it ends."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return f"--{option} {path}: not a folder"
+    except OSError as err:
+        return f"--{option} {path}: cannot make the folder: {err.strerror}"
     return None
 
 
