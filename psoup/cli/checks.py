@@ -1,6 +1,6 @@
 """What the ``psoup`` commands check before they start work (input files present, an
-output folder that can be made, a well-formed ``--server`` and ``--token``) and the one ``error: ...`` line that reports a
-refusal on stderr.
+output folder that can be made, a well-formed ``--server`` and ``--token``) and the one
+``error: ...`` line that reports a refusal on stderr.
 """
 
 from __future__ import annotations
