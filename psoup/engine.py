@@ -861,6 +861,15 @@ class Engine:
             q.invocations += 1
             return self._evaluate(q, now)
 
+    def invoke_later(self, handle: str, now: int | float | None = None) -> Callable[[], Result]:
+        """Start an invoke in the engine's order of operations; returns the function that
+        gives its result. This engine computes the result here and the function only
+        returns it; the sharded engine sends the shards their calls here and waits for
+        their answers in the function, so that the server's engine thread, which starts
+        the invoke, never waits on a shard. Cost as ``invoke``."""
+        result = self.invoke(handle, now)
+        return lambda: result
+
     def invoke_parts(self, handle: str, now: int | float | None = None):
         """What a shard contributes to a sharded invoke (the front-end merges them):
         ``(now, bounds, arrays, tids)`` for a selection, one array per output column
@@ -1082,6 +1091,11 @@ class Engine:
         return project(spec, len(pairs), fetch)
 
     # ================================================================== stats
+    def stats_later(self) -> Callable[[], dict[str, object]]:
+        """``stats`` in two steps, as ``invoke_later``: the function gives the figures."""
+        figures = self.stats()
+        return lambda: figures
+
     def stats(self) -> dict[str, object]:
         """Per stream and per engine counters. O(streams + columns)."""
         with self.lock:

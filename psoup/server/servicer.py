@@ -557,9 +557,11 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
         def invoke():
             self.access.require_query(self.engine, request.handle)
-            return self.engine.invoke(request.handle, now=now)
+            return self.engine.invoke_later(request.handle, now=now)
 
-        result = self.worker.call(invoke)
+        # The engine thread only starts the invoke: a sharded engine's answers are
+        # waited for here, while the engine thread goes on with other calls.
+        result = self.worker.call(invoke)()
         self.metrics.invoked(time.perf_counter() - start)
         self.observer.invoked(time.perf_counter() - start)
         return result
@@ -611,10 +613,13 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
             def start():
                 self.access.require_query(self.engine, request.handle)
-                current = self.engine.invoke(request.handle) if request.include_current else None
+                current = (
+                    self.engine.invoke_later(request.handle) if request.include_current else None
+                )
                 return current, self.engine.subscribe(request.handle, deliver)
 
             current, sub = self.worker.call(start)
+            current = current() if current is not None else None
             context.add_callback(lambda: inbox.put(_END))
             context.send_initial_metadata((("psoup-subscribed", "1"),))
             with self._lock:
@@ -717,16 +722,17 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
             def gather():
                 if not request.busiest_queries:
-                    return self.engine.stats(), []
+                    return self.engine.stats_later(), []
                 mine = (q for q in self.engine.queries.values() if sees_all or q.owner == client)
                 top = heapq.nlargest(BUSIEST, mine, key=lambda q: q.invocations)
-                return self.engine.stats(), [
+                return self.engine.stats_later(), [
                     pb.QueryStats(handle=q.handle, text=q.text, invocations=q.invocations,
                                   owner=q.owner or "")
                     for q in top if q.invocations
                 ]  # fmt: skip
 
             stats, busiest = self.worker.call(gather)
+            stats = stats()  # a sharded engine's shards answer here, not on the engine thread
             p50, p90, p99, n = self.metrics.latency_ms()
             out = pb.StatsResponse(
                 strategy=stats["strategy"],

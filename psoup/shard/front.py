@@ -40,7 +40,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -373,13 +373,19 @@ class ShardedEngine(Engine):
         engine's order (O(rows log shards)), aggregates merged from partial states
         (O(groups x shards)). UnavailableError when a shard does not answer in
         ``read_timeout`` seconds."""
+        return self.invoke_later(handle, now)()
+
+    def invoke_later(self, handle: str, now=None) -> Callable[[], Result]:
+        """Send the shards their part of the invoke, in the order of operations; the
+        function returned waits for their answers and merges them (``invoke``'s cost),
+        on the thread that calls it."""
         with self.lock:
             q = self._query(handle)
             if now is not None:
                 self._check_now(q, now)
             q.invocations += 1
             futs = self._send(self.placements[handle], None, "invoke_parts", handle, now)
-        return self._merged(q, self._wait(futs, self.read_timeout))
+        return lambda: self._merged(q, self._wait(futs, self.read_timeout))
 
     def _merged(self, q, parts: list) -> Result:
         """One result from the shards' parts (``Engine.invoke_parts``): a selection's
@@ -450,16 +456,25 @@ class ShardedEngine(Engine):
     def stats(self) -> dict[str, object]:
         """The front-end's catalog with each stream's stored tuples, bytes and index
         counts summed over the shards (asks every shard: O(shards x streams))."""
+        return self.stats_later()()
+
+    def stats_later(self) -> Callable[[], dict[str, object]]:
+        """Ask the shards for their figures; the function returned waits for them and
+        sums them into ``stats``' figures."""
         with self.lock:
             out = super().stats()
             futs = self._send(range(self.n), None, "stats")
-        per_shard = self._wait(futs, self.read_timeout)
-        out["matches_marked"] = sum(s["matches_marked"] for s in per_shard)
-        for name, row in out["streams"].items():
-            for key in ("tuples_stored", "bytes", "query_entries"):
-                row[key] = sum(s["streams"].get(name, {}).get(key, 0) for s in per_shard)
-        out["shards"] = self.shard_status()
-        return out
+
+        def gather() -> dict[str, object]:
+            per_shard = self._wait(futs, self.read_timeout)
+            out["matches_marked"] = sum(s["matches_marked"] for s in per_shard)
+            for name, row in out["streams"].items():
+                for key in ("tuples_stored", "bytes", "query_entries"):
+                    row[key] = sum(s["streams"].get(name, {}).get(key, 0) for s in per_shard)
+            out["shards"] = self.shard_status()
+            return out
+
+        return gather
 
     def capture(self) -> EngineImage:
         """The catalog as of now, once every shard has answered all before it (so the
