@@ -20,7 +20,6 @@ import queue
 import resource
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -399,23 +398,11 @@ def replay(
         while (item := sent.get()) is not None:
             yield item
 
-    # Requests wait here, not in a worker, for the ack of their second's batch (a worker
-    # that waited held its slot: at L = 14 requests then queued for seconds behind
-    # workers that were only waiting). Under ack_cond: (batches needed, row, when read).
-    held: deque[tuple[int, np.ndarray, float]] = deque()
-    pending: list = []
-
-    def release() -> None:
-        # Under ack_cond: hand every request whose second is acknowledged to the pool.
-        while held and held[0][0] <= acked["n"]:
-            _, row, w0 = held.popleft()
-            pending.append(pool.submit(answer, row, w0))
-
     def consume_acks() -> None:
         for _ack in client.ingest("positions", batches()):
             with ack_cond:
                 acked["n"] += 1
-                release()
+                ack_cond.notify_all()
 
     def vehicle(vid: int) -> Vehicle:
         with vlock:
@@ -424,9 +411,11 @@ def replay(
                 v = vehicles[vid] = Vehicle(client, vid)
             return v
 
-    def answer(row: np.ndarray, w0: float) -> None:
-        # w0: when the request was read. What precedes the call (the ack of the request's
-        # second, then a free worker) counts in its first phase.
+    def answer(row: np.ndarray, needed: int, w0: float) -> None:
+        # w0: when the request was read. What precedes the call (a free worker, the ack
+        # of the request's second) counts in its first phase.
+        with ack_cond:  # the request's second is fully ingested first
+            ack_cond.wait_for(lambda: acked["n"] >= needed, timeout=600)
         w1 = time.perf_counter()
         kind, t, vid = int(row[0]), int(row[1]), int(row[2])
         v = vehicle(vid)
@@ -454,12 +443,13 @@ def replay(
         with vlock:
             phases.append(((w1 - w0) * 1e3, (w2 - w1) * 1e3))
 
-    # A request's wait for a worker counts in its first phase: at L = 14 requests queued
-    # here for seconds while every call took < 0.7 s.
-    pool = ThreadPoolExecutor(max_workers=REQUEST_WORKERS)
     acker = threading.Thread(target=consume_acks, daemon=True)
     acker.start()
     sampler = threading.Thread(target=sample, daemon=True)
+    # A request's wait for a worker counts in its first phase: at L = 14 requests queued
+    # here for seconds while every call took < 0.7 s.
+    pool = ThreadPoolExecutor(max_workers=REQUEST_WORKERS)
+    pending: list = []
     n_sent = 0
     ahead = _ReadAhead(input_path, start=start, until=until)
     ahead.first_ready.wait()  # the first block is parsed before the clock starts
@@ -481,26 +471,17 @@ def replay(
         if len(reports):
             sent.put({f: reports[:, i + 1] for i, f in enumerate(REPORT_FIELDS)})
             n_sent += 1
-        requests = rows[(rows[:, 0] == 2) | (rows[:, 0] == 3)]
-        if len(requests):
-            w0 = time.perf_counter()
-            with ack_cond:  # each waits for its second's batch to be acknowledged
-                held.extend((n_sent, row, w0) for row in requests)
-                release()
-                if len(pending) > 4096:  # keep answered requests' futures from piling up
-                    pending[:] = [f for f in pending if not f.done() or f.result()]
+        for row in rows[(rows[:, 0] == 2) | (rows[:, 0] == 3)]:
+            pending.append(pool.submit(answer, row, n_sent, time.perf_counter()))
+        if len(pending) > 4096:  # keep the futures of answered requests from piling up
+            pending = [f for f in pending if not f.done() or f.result()]
         bar.update(1)
     bar.close()
     sent.put(None)
-    acker.join(timeout=600)
-    with ack_cond:
-        if held:  # the ingest stream ended early (it failed): answer them anyway
-            acked["n"] = max(acked["n"], held[-1][0])
-            release()
-        waiting = list(pending)
-    for f in waiting:
+    for f in pending:
         f.result()
     pool.shutdown()
+    acker.join(timeout=600)
     # Every derived row reaches the alert service: wait until as many arrived as the server
     # made (its streams count them).
     made = _derived_made(client)
