@@ -60,3 +60,7 @@ def test_sample20_answers_are_right_and_on_time(tmp_path: Path) -> None:
     assert (tmp_path / "response_times.png").read_bytes()[:4] == b"\x89PNG"
     assert {"driver (replay)", "server", "spark (hydration)"} <= set(summary.peak_rss)
     assert len(summary.slowest) == 10
+    # Each second's batch is acknowledged after it was sent: the wall time between is
+    # recorded (a second without reports sends no batch and keeps 0).
+    acks = [w["ack_ms"] for w in summary.slowest]
+    assert all(a >= 0 for a in acks) and any(a > 0 for a in acks), acks

@@ -191,10 +191,20 @@ def run(
         ),
         "",
         "The ten slowest simulated seconds (slowest answer; the server's largest queue and "
-        "CPU share while it was answered; how late the driver sent that second's batch):",
+        "CPU share while it was answered; how late the driver sent that second's batch and "
+        "how long after it was acknowledged, in wall ms: balance and daily requests wait "
+        "for that ack):",
         "",
         report.markdown_table(
-            ["second", "response s", "answer", "queue", "server CPU", "sent late ms"],
+            [
+                "second",
+                "response s",
+                "answer",
+                "queue",
+                "server CPU",
+                "sent late ms",
+                "acked after ms",
+            ],
             [
                 [
                     int(w["second"]),
@@ -203,6 +213,7 @@ def run(
                     int(w["queue"]),
                     f"{w['cpu']:.0%}",
                     round(w["lag_ms"]),
+                    round(w["ack_ms"]),
                 ]
                 for w in summary.slowest
             ],

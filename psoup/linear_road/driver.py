@@ -86,12 +86,13 @@ class Summary:
             lines.append(f"{self.retried} requests asked again after UNAVAILABLE (a shard "
                          "recovering); their answers count with their full delay")  # fmt: skip
         if self.slowest:
-            lines.append("slowest simulated seconds (response; server queue; send lag):")
+            lines.append("slowest simulated seconds (response; server queue; send lag; ack):")
             for w in self.slowest:
                 lines.append(
                     f"  t={int(w['second']):>6}  {int(w['response']):>3} s ({w['kind']})"
                     f"  queue {int(w['queue']):>3} batches  server CPU {w['cpu']:>4.0%}"
-                    f"  batch sent {w['lag_ms']:>6.0f} ms late"
+                    f"  batch sent {w['lag_ms']:>6.0f} ms late, acked {w['ack_ms']:>6.0f} ms"
+                    " after"
                 )
         for phase, q in self.request_ms.items():
             lines.append(
@@ -255,8 +256,9 @@ class _AnswerFiles:
 class Replay:
     """What a replay measured: the answers' columns, the wall seconds, the refused
     requests, per simulated second the lag of its batch behind schedule (ms), the
-    server's queue depth and CPU share sampled while it ran (by simulated second), and
-    the driver's own largest resident memory during the replay."""
+    server's queue depth and CPU share sampled while it ran (by simulated second), the
+    wall ms from sending its batch to the batch's ack, and the driver's own largest
+    resident memory during the replay."""
 
     answers: _AnswerFiles
     seconds: float
@@ -269,11 +271,14 @@ class Replay:
     # in its calls (registrations the first time, invokes).
     request_ms: np.ndarray = field(default_factory=lambda: np.empty((0, 2), np.float32))
     retried: int = 0  # requests asked again after UNAVAILABLE
+    # Per simulated second, wall ms from sending its batch to the batch's ack.
+    ack_ms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
 
     def slowest(self, n: int = 10) -> list[dict[str, float]]:
         """The ``n`` simulated seconds with the slowest answers: the second, its slowest
         response and kind, the largest server queue and CPU share sampled while it was
-        being answered, and how late its batch was sent."""
+        being answered, how late its batch was sent and how long its ack took (wall ms;
+        a balance or daily request waits for its second's ack before its call)."""
         worst: dict[int, tuple[int, str]] = {}
         for kind in FILES:
             t, r = self.answers.columns(kind)
@@ -297,6 +302,7 @@ class Replay:
                     "queue": float(self.queue[span].max(initial=0)),
                     "cpu": float(self.cpu[span].max(initial=0)),
                     "lag_ms": float(self.send_lag_ms[s]) if s < len(self.send_lag_ms) else 0.0,
+                    "ack_ms": float(self.ack_ms[s]) if s < len(self.ack_ms) else 0.0,
                 }
             )
         return out
@@ -333,6 +339,8 @@ def replay(
     answers = _AnswerFiles(out_dir, append=start > 0, progress=counters)
     clock: dict[str, float] = {}
     send_lag = np.zeros(last + 1, dtype=np.float32)
+    ack_ms = np.zeros(last + 1, dtype=np.float32)
+    sent_at: queue.SimpleQueue[tuple[int, float]] = queue.SimpleQueue()  # batches in order
     queue_at = np.zeros(last + 1, dtype=np.int32)
     cpu_at = np.zeros(last + 1, dtype=np.float32)
 
@@ -400,6 +408,8 @@ def replay(
 
     def consume_acks() -> None:
         for _ack in client.ingest("positions", batches()):
+            s, t_sent = sent_at.get()
+            ack_ms[s] = (time.perf_counter() - t_sent) * 1e3
             with ack_cond:
                 acked["n"] += 1
                 ack_cond.notify_all()
@@ -469,6 +479,7 @@ def replay(
         reports = rows[rows[:, 0] == 0]
         counters.sent(s, float(send_lag[s]), len(reports))
         if len(reports):
+            sent_at.put((s, time.perf_counter()))
             sent.put({f: reports[:, i + 1] for i, f in enumerate(REPORT_FIELDS)})
             n_sent += 1
         for row in rows[(rows[:, 0] == 2) | (rows[:, 0] == 3)]:
@@ -508,6 +519,7 @@ def replay(
         own_rss[0],
         request_ms,
         counters.retried,
+        ack_ms,
     )
 
 
