@@ -89,3 +89,4 @@ def test_invoke_and_stats_start_without_waiting_for_the_shards() -> None:
         == one.stats()["streams"]["r"]["tuples_stored"]
     )
     db.close()
+    one.close()
