@@ -76,6 +76,9 @@ class _Block:
 #: with at most two takes. A stream keeps up to 15 expired blocks' memory until its
 #: chunk's last block expires.
 _CHUNK_BLOCKS = 16
+#: ``probe`` tests its candidates against the rest of the predicate this many at a time at
+#: most (and once at the end): few Python steps, bounded memory for an unselective probe.
+_RESIDUAL_ROWS = 1 << 16
 
 _FEW = 4  # gathers of at most this many rows go value by value
 
@@ -498,13 +501,18 @@ class DataSteM:
         Cost: when the predicate has a bounded constraint, one index lookup per complete
         segment and per other sealed block crossed, O(log S + candidates) each (an index
         is built on first need, O(S log S) once per segment and attribute); a vectorised
-        scan of the open block; the remaining factors are tested on the candidates only.
+        scan of the open block; the remaining factors are tested on the candidates of
+        many segments and blocks at once (one gather and one mask per ``_RESIDUAL_ROWS``
+        candidates: a new query over a long history pays one Python step per segment,
+        not four).
         """
         if pred.unsatisfiable or s >= e or not self._blocks:
             return np.empty(0, dtype=np.int64)
         access = pred.access()
         rest = pred.without(access.attr) if access is not None else pred
         out: list[np.ndarray] = []
+        held: list[np.ndarray] = []  # candidates not yet tested against ``rest``
+        n_held = 0
         S = self.segment_rows
         base = self._blocks[0].first
         last = self._blocks[-1]
@@ -517,24 +525,35 @@ class DataSteM:
                 offs = self._lookup(self._segment_index(g, access.attr), access, s - g * S,
                                     stop - g * S, S)  # fmt: skip
                 self.index_lookups += 1
-                seqs = offs + g * S
-                if len(seqs) and not rest.is_true:
-                    vals = self.gather_many(sorted(rest.attrs()), seqs)
-                    seqs = seqs[rest.mask(lambda a, v=vals: v[a], len(seqs))]
-                if len(seqs):
-                    out.append(seqs)
+                if len(offs):
+                    held.append(offs + g * S)
+                    n_held += len(offs)
             else:
-                self._probe_blocks(access, rest, s, stop, out)
+                k = len(held)
+                self._probe_blocks(access, s, stop, held)
+                n_held += sum(len(h) for h in held[k:])
             s = stop
+            if n_held >= _RESIDUAL_ROWS:
+                out.append(self._residual(rest, held))
+                held, n_held = [], 0
+        if held:
+            out.append(self._residual(rest, held))
         if not out:
             return np.empty(0, dtype=np.int64)
-        return np.concatenate(out)
+        return out[0] if len(out) == 1 else np.concatenate(out)
 
-    def _probe_blocks(
-        self, access: AttrConstraint | None, rest: LocalPredicate, s: int, e: int, out: list
-    ) -> None:
-        """``probe`` block by block over ``[s, e)``, appending ascending seqs to ``out``."""
-        col_of = self.schema.index_of
+    def _residual(self, rest: LocalPredicate, held: list[np.ndarray]) -> np.ndarray:
+        """The candidate seqs in ``held`` (ascending, in order) whose rows satisfy
+        ``rest``: one gather of its attributes and one mask. O(candidates)."""
+        seqs = held[0] if len(held) == 1 else np.concatenate(held)
+        if rest.is_true or not len(seqs):
+            return seqs
+        vals = self.gather_many(sorted(rest.attrs()), seqs)
+        return seqs[rest.mask(lambda a: vals[a], len(seqs))]
+
+    def _probe_blocks(self, access: AttrConstraint | None, s: int, e: int, held: list) -> None:
+        """``probe``'s candidates block by block over ``[s, e)``: ascending seqs whose
+        ``access`` constraint may hold, appended to ``held``."""
         for b, lo, hi in self._block_span(s, e):
             if access is not None and b.n == self.block_rows:
                 offs = self._index_lookup(b, access, lo, hi)
@@ -545,11 +564,8 @@ class DataSteM:
                 )
             else:
                 offs = np.arange(lo, hi)
-            if len(offs) and not rest.is_true:
-                m = rest.mask(lambda a, o=offs, b=b: b.cols[col_of(a)][o], len(offs))
-                offs = offs[m]
             if len(offs):
-                out.append(offs.astype(np.int64) + b.first)
+                held.append(offs.astype(np.int64) + b.first)
 
     def _segment_index(self, g: int, attr: str) -> tuple[np.ndarray, np.ndarray]:
         """Segment ``g``'s sorted values of ``attr`` and their offsets; built on first

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from psoup.values import Schema
+from stems import data_stem
 from stems.data_stem import DataSteM
 from stems.point_index import PointIndex
 from stems.predicates import LocalPredicate, build_constraint
@@ -100,13 +101,22 @@ def test_range_index_matches_brute_force(ops, values, budget) -> None:
     st.integers(1, 4),
     st.integers(0, 6),
     st.integers(1, 3),
+    st.sampled_from((1, 2, 5, data_stem._RESIDUAL_ROWS)),
 )
 def test_data_stem_probe_and_expiry_match_brute_force(
-    batches, factors, block_rows, keep, segment_blocks
+    batches, factors, block_rows, keep, segment_blocks, residual_rows
 ) -> None:
     """probe() over [s, e) equals filtering the retained rows, through segment indexes,
-    block indexes and scans alike; expiry drops whole blocks and the segment indexes
-    they break."""
+    block indexes and scans alike, its candidates tested a few or all at once; expiry
+    drops whole blocks and the segment indexes they break."""
+    saved, data_stem._RESIDUAL_ROWS = data_stem._RESIDUAL_ROWS, residual_rows
+    try:
+        _probe_and_expiry(batches, factors, block_rows, keep, segment_blocks)
+    finally:
+        data_stem._RESIDUAL_ROWS = saved
+
+
+def _probe_and_expiry(batches, factors, block_rows, keep, segment_blocks) -> None:
     schema = Schema(("t", "a"), ("int", "int"), "t")
     stem = DataSteM(schema, block_rows=block_rows, segment_blocks=segment_blocks)
     rows: list[tuple[int, int]] = []
