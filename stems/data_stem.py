@@ -533,7 +533,7 @@ class DataSteM:
                 self._probe_blocks(access, s, stop, held)
                 n_held += sum(len(h) for h in held[k:])
             s = stop
-            if n_held >= _RESIDUAL_ROWS:
+            if n_held >= _RESIDUAL_ROWS and not rest.is_true:  # else held is the answer
                 out.append(self._residual(rest, held))
                 held, n_held = [], 0
         if held:
