@@ -11,6 +11,11 @@ server takes it for D seconds and prints the rows acknowledged in each second an
 calls refused (``psoup bench overload``: its clocks start once every client is ready,
 not while ten interpreters import numpy and gRPC).
 
+``python -m psoup.bench.grpc_load bystander TARGET --handle H`` is the overload bench's
+bystander: a client process of its own that, for each line ``run SECONDS`` on its stdin,
+invokes H every 5 ms with ``clients.PSoupClient`` for that long and prints one JSON line
+``{"samples": [[seconds since the line, ms], ...]}``; it exits at the end of its input.
+
 ``python -m psoup.bench.grpc_load invoke TARGET --handles FILE --clients C --invokes M``
 runs C threads, each invoking M random handles from FILE (one per line), and prints
 JSON ``{"latencies_ms": [...]}``.
@@ -165,6 +170,26 @@ def flood(target: str, stream: str, seed: int, rows: int, seconds: float) -> dic
     return {"per_second": per_second, "refused": refused}
 
 
+def bystander(target: str, handle: str) -> None:
+    """Serve ``run SECONDS`` lines from stdin (see the module docstring): invoke
+    ``handle`` every 5 ms for that long; one JSON line of (seconds, ms) samples each."""
+    from clients import PSoupClient
+
+    with PSoupClient(target, timeout=60) as c:
+        c.invoke(handle)  # connect before the first timed call
+        print("ready", flush=True)
+        for line in sys.stdin:
+            seconds = float(line.split()[1])
+            samples: list[tuple[float, float]] = []
+            t0 = time.monotonic()
+            while (now := time.monotonic()) - t0 < seconds:
+                start = time.perf_counter()
+                c.invoke(handle)
+                samples.append((now - t0, 1e3 * (time.perf_counter() - start)))
+                time.sleep(max(0.0, 0.005 - (time.perf_counter() - start)))
+            print(json.dumps({"samples": samples}), flush=True)
+
+
 def invoke(target: str, handles: list[str], clients: int, invokes: int, seed: int) -> dict:
     """Latencies (ms) of ``clients`` threads x ``invokes`` invocations each."""
     lat: list[float] = []
@@ -201,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("ingest-forever", help="background ingest until killed")
     v = sub.add_parser("invoke", help="concurrent invokers")
     fl = sub.add_parser("flood", help="ingest as fast as the server takes it, for a while")
+    by = sub.add_parser("bystander", help="invoke every 5 ms for as long as told")
+    by.add_argument("target", help="HOST:PORT of the server")
+    by.add_argument("--handle", required=True, help="the standing query to invoke")
     ci = sub.add_parser("client-ingest", help="the CSV rows from memory with PSoupClient")
     ci.add_argument("target", help="HOST:PORT of the server")
     ci.add_argument("--seed", type=int, default=7, help="random seed")
@@ -230,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         out = client_ingest(a.target, a.stream, a.seed, a.rows, a.batch_rows)
     elif a.mode == "flood":
         out = flood(a.target, a.stream, a.seed, a.rows, a.seconds)
+    elif a.mode == "bystander":
+        bystander(a.target, a.handle)
+        return 0
     elif a.mode == "ingest-forever":
         ingest_forever(a.target, a.seed, a.rows, a.t0)
         return 0

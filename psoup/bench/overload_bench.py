@@ -2,7 +2,7 @@
 
 ``clients`` processes (psoup/bench/grpc_load.py ``flood``) each send 8,192-row batches to
 a stream of their own as fast as a ``psoup serve`` child process takes them, for
-``seconds``. Meanwhile a bystander in this process invokes a standing query on a quiet
+``seconds``. Meanwhile a bystander, a client process of its own, invokes a standing query on a quiet
 stream every 5 ms, and the server's memory and queue are sampled. Reported: each
 client's accepted rate and its share of a fair split, the refused calls, the bystander's
 invoke latency idle and under the flood, the server's peak memory, and whether every
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -33,13 +32,32 @@ QUERIES_PER_STREAM = 64
 BYSTANDER = "SELECT t FROM quiet WHERE quiet.a = 5 BEGIN NOW - 1000 END NOW"
 
 
-def _bystander(c: PSoupClient, h: str, until: float, out: list[tuple[float, float]], t0: float):
-    """Invoke ``h`` every 5 ms until ``until`` (monotonic): (seconds since t0, ms)."""
-    while (now := time.monotonic()) < until:
-        start = time.perf_counter()
-        c.invoke(h)
-        out.append((now - t0, 1e3 * (time.perf_counter() - start)))
-        time.sleep(max(0.0, 0.005 - (time.perf_counter() - start)))
+class _Bystander:
+    """The bystander: a client process of its own (grpc_load ``bystander``), as a third
+    party's would be, so this process's sampling and progress bar are not in its way."""
+
+    def __init__(self, target: str, handle: str):
+        cmd = [sys.executable, "-m", "psoup.bench.grpc_load", "bystander", target,
+               "--handle", handle]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if (line := self.proc.stdout.readline()).strip() != "ready":
+            raise RuntimeError(f"the bystander did not start: {line.strip() or 'no output'}")
+
+    def start(self, seconds: float) -> None:
+        """Invoke every 5 ms for ``seconds`` from now; ``samples`` collects the answer."""
+        self.proc.stdin.write(f"run {seconds}\n")
+        self.proc.stdin.flush()
+
+    def samples(self) -> list[tuple[float, float]]:
+        """The last run's (seconds since its start, ms) per invoke; waits for its end."""
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the bystander ended before answering")
+        return [(t, ms) for t, ms in json.loads(line)["samples"]]
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
 
 
 def _flood(target: str, k: int, seconds: float, seed: int) -> subprocess.Popen:
@@ -84,25 +102,24 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
                     )
             c.create_stream("quiet", SCHEMA, time="t")
             c.insert("quiet", [(i % 10, i) for i in range(10_000)])
-            h = c.register(BYSTANDER)
-            idle: list[tuple[float, float]] = []
-            _bystander(c, h, time.monotonic() + 3.0, idle, time.monotonic())
+            by = _Bystander(srv.target, c.register(BYSTANDER))
+            by.start(3.0)
+            idle = by.samples()
             rss0 = srv.rss_bytes()
             procs = [_flood(srv.target, k, seconds, seed) for k in range(clients)]
             _start_together(procs)
             t0 = time.monotonic()
-            busy: list[tuple[float, float]] = []
-            by = threading.Thread(target=_bystander, args=(c, h, t0 + seconds, busy, t0))
-            by.start()
+            by.start(seconds)
             rss, depth = [], []
             bar = progress_bar(total=int(seconds), desc="flood", unit="s")
-            while by.is_alive():
+            while (since := time.monotonic() - t0) < seconds:
                 time.sleep(0.5)
-                rss.append((time.monotonic() - t0, srv.rss_bytes()))
+                rss.append((since, srv.rss_bytes()))
                 depth.append(int(c.stats()["queue_depth"]))
-                bar.update(min(int(time.monotonic() - t0), int(seconds)) - bar.n)
+                bar.update(min(int(since), int(seconds)) - bar.n)
             bar.close()
-            by.join()
+            busy = by.samples()
+            by.close()
             results = [json.loads(p.communicate()[0].splitlines()[-1]) for p in procs]
             stored = [c.describe_stream(f"load{k}").tuples_ingested for k in range(clients)]
         peak = srv.peak_rss_bytes()
@@ -134,7 +151,8 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
         f"flood) with one pipelined Ingest call; each flooded stream has "
         f"{QUERIES_PER_STREAM} standing equality queries and keeps its last {WINDOW:,} "
         "tuples. The bystander invokes a selection over a quiet 10,000-tuple stream every "
-        "5 ms from this process. Server RSS: before the flood and its peak (VmHWM). "
+        "5 ms from a client process of its own (grpc_load bystander). Server RSS: before "
+        "the flood and its peak (VmHWM). "
         f"Largest ingest queue seen: {max(depth, default=0)} batches. Everything shares "
         "the machine's cores (the ten clients take about 0.7 of the two). The server runs "
         "with its defaults: `--ingest-turns 1`, and `--ingest-share 0.5`, so while invokes "
