@@ -93,3 +93,28 @@ def test_a_column_reads_the_logs_open_block_before_its_dense_ones() -> None:
     want = [5 * B + 1, 6 * B + 2, 7 * B + 3]
     assert col.rows(0, 8 * B).tolist() == want
     assert col.count(0, 8 * B) == 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([1, 3, 4, 4096, 5000]),
+    st.integers(0, 50),
+    st.lists(st.integers(0, 2**40), min_size=0, max_size=60),
+    st.data(),
+)
+def test_a_blocks_pairs_sort_by_key_then_seq(block_rows, k, keys, data) -> None:
+    """Sealing sorts (key, seq) packed into one integer: 32-bit while the keys fit above
+    the offset's bits, else 64-bit; both give what sorting the pairs gives."""
+    from results.match_log import _sorted_pairs
+
+    base = k * block_rows
+    offs = data.draw(st.lists(st.integers(0, block_rows - 1), min_size=len(keys),
+                              max_size=len(keys)))  # fmt: skip
+    if keys and data.draw(st.booleans()):  # small keys: the 32-bit path
+        keys = [x % 1000 for x in keys]
+    ks = np.array(keys, dtype=np.int64)
+    ss = np.array(offs, dtype=np.int64) + base
+    got_k, got_s = _sorted_pairs(ks, ss, base, block_rows)
+    want = sorted(zip(keys, (ss.tolist()), strict=True))
+    assert got_k.dtype == got_s.dtype == np.int64
+    assert list(zip(got_k.tolist(), got_s.tolist(), strict=True)) == want
