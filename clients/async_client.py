@@ -278,6 +278,27 @@ class AsyncPSoupClient:
             raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, f"params: {err}") from None
         return (await self._unary(self._stub.RegisterQuery, req, timeout)).handle
 
+    async def register_invoke(
+        self,
+        text: str,
+        params: Mapping[str, object] | None = None,
+        now: int | float | None = None,
+        *,
+        timeout: Timeout = DEFAULT,
+    ) -> tuple[str, Result]:
+        """Register and take the current result in one round trip: ``(handle, result)``;
+        see ``PSoupClient.register_invoke``."""
+        try:
+            req = messages.register_request(text, params, invoke=True, now=now)
+        except codec.CodecError as err:
+            raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, f"params: {err}") from None
+        reply = await self._unary(self._stub.RegisterQuery, req, timeout)
+        if reply.current_omitted:
+            return reply.handle, await self.invoke(reply.handle, now, timeout=timeout)
+        pages = messages.PageAssembler()
+        pages.add(reply.current)
+        return reply.handle, pages.result()
+
     async def invoke(
         self,
         handle: str,

@@ -144,11 +144,21 @@ def create_stream_request(
     return req
 
 
-def register_request(text: str, params: Mapping[str, object] | None) -> pb.RegisterQueryRequest:
-    """A RegisterQueryRequest; raises codec.CodecError for a value that cannot be sent."""
-    return pb.RegisterQueryRequest(
-        text=text, params={k: codec.to_value(v) for k, v in (params or {}).items()}
+def register_request(
+    text: str,
+    params: Mapping[str, object] | None,
+    invoke: bool = False,
+    now: float | None = None,
+) -> pb.RegisterQueryRequest:
+    """A RegisterQueryRequest (``invoke``: answer with the current result too, as of
+    ``now``, None: the server's NOW); raises codec.CodecError for a value that cannot be
+    sent."""
+    req = pb.RegisterQueryRequest(
+        text=text, params={k: codec.to_value(v) for k, v in (params or {}).items()}, invoke=invoke
     )
+    if now is not None:
+        req.now = float(now)
+    return req
 
 
 def invoke_whole_request(handle: str, now: float | None) -> pb.InvokeRequest:

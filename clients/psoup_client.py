@@ -366,6 +366,31 @@ class PSoupClient:
             raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, f"params: {err}") from None
         return self._unary(self._stub.RegisterQuery, req, timeout).handle
 
+    def register_invoke(
+        self,
+        text: str,
+        params: Mapping[str, object] | None = None,
+        now: int | float | None = None,
+        *,
+        timeout: Timeout = DEFAULT,
+    ) -> tuple[str, Result]:
+        """Register a standing query and take its current result (as of ``now``, default
+        NOW) in one round trip: ``(handle, result)``. The result is the new query's over
+        exactly the data it was registered over. When it is larger than a message may
+        be, it is taken in pages by a second call (``invoke``). Errors as ``register``
+        and ``invoke``; a refused ``now`` registers nothing.
+        """
+        try:
+            req = messages.register_request(text, params, invoke=True, now=now)
+        except codec.CodecError as err:
+            raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, f"params: {err}") from None
+        reply = self._unary(self._stub.RegisterQuery, req, timeout)
+        if reply.current_omitted:
+            return reply.handle, self.invoke(reply.handle, now, timeout=timeout)
+        pages = messages.PageAssembler()
+        pages.add(reply.current)
+        return reply.handle, pages.result()
+
     def invoke(
         self,
         handle: str,

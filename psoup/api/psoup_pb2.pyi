@@ -183,7 +183,7 @@ class IngestAck(_message.Message):
     def __init__(self, batch_id: _Optional[int] = ..., rows: _Optional[int] = ..., first_tuple_id: _Optional[int] = ..., last_tuple_id: _Optional[int] = ..., matches: _Optional[int] = ...) -> None: ...
 
 class RegisterQueryRequest(_message.Message):
-    __slots__ = ("text", "params")
+    __slots__ = ("text", "params", "invoke", "now")
     class ParamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -193,9 +193,13 @@ class RegisterQueryRequest(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
     TEXT_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
+    INVOKE_FIELD_NUMBER: _ClassVar[int]
+    NOW_FIELD_NUMBER: _ClassVar[int]
     text: str
     params: _containers.MessageMap[str, Value]
-    def __init__(self, text: _Optional[str] = ..., params: _Optional[_Mapping[str, Value]] = ...) -> None: ...
+    invoke: bool
+    now: float
+    def __init__(self, text: _Optional[str] = ..., params: _Optional[_Mapping[str, Value]] = ..., invoke: _Optional[bool] = ..., now: _Optional[float] = ...) -> None: ...
 
 class ColumnInfo(_message.Message):
     __slots__ = ("name", "type")
@@ -221,16 +225,20 @@ class Window(_message.Message):
     def __init__(self, begin: _Optional[_Union[Window.Bound, _Mapping]] = ..., end: _Optional[_Union[Window.Bound, _Mapping]] = ...) -> None: ...
 
 class RegisterQueryResponse(_message.Message):
-    __slots__ = ("handle", "columns", "window", "streams")
+    __slots__ = ("handle", "columns", "window", "streams", "current", "current_omitted")
     HANDLE_FIELD_NUMBER: _ClassVar[int]
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_OMITTED_FIELD_NUMBER: _ClassVar[int]
     handle: str
     columns: _containers.RepeatedCompositeFieldContainer[ColumnInfo]
     window: Window
     streams: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, handle: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[ColumnInfo, _Mapping]]] = ..., window: _Optional[_Union[Window, _Mapping]] = ..., streams: _Optional[_Iterable[str]] = ...) -> None: ...
+    current: InvokeQueryResponse
+    current_omitted: bool
+    def __init__(self, handle: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[ColumnInfo, _Mapping]]] = ..., window: _Optional[_Union[Window, _Mapping]] = ..., streams: _Optional[_Iterable[str]] = ..., current: _Optional[_Union[InvokeQueryResponse, _Mapping]] = ..., current_omitted: _Optional[bool] = ...) -> None: ...
 
 class InvokeRequest(_message.Message):
     __slots__ = ("handle", "now")

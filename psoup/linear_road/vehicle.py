@@ -41,22 +41,35 @@ class Vehicle:
                 h = self.handles[name] = self.client.register(text, params)
             return h
 
+    def _result(self, name: str, now: int | None = None) -> Result:
+        """One standing query's result as of ``now`` (NOW): an invoke, or the first time
+        the registration that answers with it (one round trip, not two)."""
+        with self._lock:
+            h = self.handles.get(name)
+            if h is None:
+                text, params = VEHICLE_QUERIES[name], {"v": self.vid}
+                h, result = self.client.register_invoke(text, params, now=now)
+                self.handles[name] = h
+                return result
+        return self.client.invoke(h, now=now)
+
     def tolls(self) -> Result:
         """Its toll notifications of the last 30 s."""
-        return self.client.invoke(self._handle("tolls"))
+        return self._result("tolls")
 
     def accidents(self) -> Result:
         """Its accident alerts of the last 30 s."""
-        return self.client.invoke(self._handle("accidents"))
+        return self._result("accidents")
 
     def balance(self, t: int) -> tuple[int, int]:
         """(resulttime, balance) for a request at ``t``: the balance at its earliest toll
         notification within (t - 60, t], else at its latest one at or before t - 60, else
         (t, 0) before any (the original validator's rules; ResultTime is when the balance
-        was last updated). One invoke, two when nothing is within the 60 s."""
-        row = self.client.invoke(self._handle("balance"), now=t).rows[0]
+        was last updated). One call, two when nothing is within the 60 s (the first
+        time, each query's registration answers with its result)."""
+        row = self._result("balance", now=t).rows[0]
         if row[0] is None:
-            row = self.client.invoke(self._handle("balance_before"), now=t).rows[0]
+            row = self._result("balance_before", now=t).rows[0]
         return (t, 0) if row[0] is None else (int(row[0]), int(row[1]))
 
     def daily_expenditure(self, xway: int, day: int) -> int:
@@ -65,7 +78,9 @@ class Vehicle:
             h = self._daily.get((xway, day))
             if h is None:
                 params = {"v": self.vid, "x": xway, "d": day}
-                h = self._daily[(xway, day)] = self.client.register(DAILY_EXPENDITURE, params)
+                h, result = self.client.register_invoke(DAILY_EXPENDITURE, params)
+                self._daily[(xway, day)] = h
+                return int(result.rows[0][0] or 0)
         return int(self.client.invoke(h).rows[0][0] or 0)
 
     def disconnect(self) -> None:

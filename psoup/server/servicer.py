@@ -484,6 +484,9 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 if v is None:
                     raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"params[{name!r}]: no value set")
                 params[name] = v
+            if request.HasField("now") and not request.invoke:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "now: only with invoke set")
+            now = self._now_field(request)
             with self._lock:
                 if self._per_client[client] >= self.config.max_queries_per_client:
                     raise Abort(
@@ -500,23 +503,50 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 def register():
                     handle = self.engine.register(request.text, params, owner=client, allow=allow)
                     q = self.engine.queries[handle]
+                    later = None
+                    if request.invoke:
+                        # In the same turn of the engine thread, so the result is the
+                        # new query's over exactly the data it was registered over; a
+                        # bad ``now`` undoes the registration (it changes nothing).
+                        try:
+                            later = self.engine.invoke_later(handle, now=now)
+                        except BaseException:
+                            self.engine.unregister(handle)
+                            raise
                     with self._lock:
                         self._owners[handle] = client
-                    return handle, q
+                    return handle, q, later
 
-                handle, q = self.worker.call(register)
+                start = time.perf_counter()
+                handle, q, later = self.worker.call(register)
+                current = None
+                if later is not None:
+                    try:
+                        current = later()  # a sharded engine's answers, waited for here
+                    except BaseException:
+                        self._forget(handle)
+                        raise
+                    self.metrics.invoked(time.perf_counter() - start)
+                    self.observer.invoked(time.perf_counter() - start)
             except BaseException:
                 with self._lock:
                     self._per_client[client] -= 1
                 raise
             # Registered: it counts even if making it durable fails below (it is there).
             self._kept()
-            return pb.RegisterQueryResponse(
+            reply = pb.RegisterQueryResponse(
                 handle=handle,
                 columns=_columns(q.spec),
                 window=_window(q.spec),
                 streams=list(dict.fromkeys(q.plan.streams)),
             )
+            if current is not None:
+                msg = next(self._pages(current, max(len(current), 1)))
+                if msg.ByteSize() + reply.ByteSize() + 64 > self.config.max_message_bytes:
+                    reply.current_omitted = True
+                else:
+                    reply.current.CopyFrom(msg)
+            return reply
 
         return self._unary(context, run)
 
@@ -548,11 +578,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         (its time recorded in the metrics); Abort names a bad field."""
         client = self._client(context)
         self._own(client, request.handle)
-        now = request.now if request.HasField("now") else None
-        if now is not None and not math.isfinite(now):
-            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "now: must be a finite number")
-        if now is not None and now.is_integer() and abs(now) < 2**63:
-            now = int(now)
+        now = self._now_field(request)
         start = time.perf_counter()
 
         def invoke():
@@ -565,6 +591,24 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         self.metrics.invoked(time.perf_counter() - start)
         self.observer.invoked(time.perf_counter() - start)
         return result
+
+    @staticmethod
+    def _now_field(request) -> int | float | None:
+        """A request's ``now`` (None when unset), an int when it is one; Abort when it is
+        not a finite number. (Its range against the time attribute is the engine's check.)"""
+        now = request.now if request.HasField("now") else None
+        if now is not None and not math.isfinite(now):
+            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "now: must be a finite number")
+        if now is not None and now.is_integer() and abs(now) < 2**63:
+            now = int(now)
+        return now
+
+    def _forget(self, handle: str) -> None:
+        """Unregister a query this call registered but cannot answer for (its owner's
+        count is the caller's to release)."""
+        self.worker.call(lambda: self.engine.unregister(handle))
+        with self._lock:
+            self._owners.pop(handle, None)
 
     @staticmethod
     def _pages(result: Result, page: int):
