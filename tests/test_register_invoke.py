@@ -105,3 +105,20 @@ def test_a_result_larger_than_a_message_comes_in_pages(server, client) -> None:
     handle, got = client.register_invoke(text)
     assert len(got) == n and [r[0] for r in got.rows] == list(range(n))
     assert got.rows == client.invoke(handle).rows
+
+
+def test_the_async_client_registers_and_invokes_alike(server, client) -> None:
+    import asyncio
+
+    from clients import AsyncPSoupClient
+
+    s = _stream(client, 50, 4)
+    text = QUERIES[0].format(s=s)
+
+    async def run():
+        async with AsyncPSoupClient(f"127.0.0.1:{server.port}", timeout=30) as c:
+            h, got = await c.register_invoke(text, {"x": 7}, now=60)
+            return got, await c.invoke(h, now=60)
+
+    got, again = asyncio.run(run())
+    assert got.rows == again.rows and (got.now, got.window) == (again.now, again.window)
