@@ -27,31 +27,21 @@ class Vehicle:
         self._daily: dict[tuple[int, int], str] = {}
         self._lock = threading.Lock()
 
-    def connect(self) -> None:
-        """Register all of the vehicle's standing queries (once)."""
-        for name in VEHICLE_QUERIES:
-            self._handle(name)
-
-    def _handle(self, name: str) -> str:
-        """The handle of one standing query, registered the first time it is needed."""
+    def _take(self, handles: dict, key, text: str, params: dict, now: int | None = None) -> Result:
+        """The result as of ``now`` (NOW) of the query kept under ``key`` in ``handles``:
+        an invoke, or the first time the registration that answers with it (one round
+        trip, not two)."""
         with self._lock:
-            h = self.handles.get(name)
+            h = handles.get(key)
             if h is None:
-                text, params = VEHICLE_QUERIES[name], {"v": self.vid}
-                h = self.handles[name] = self.client.register(text, params)
-            return h
-
-    def _result(self, name: str, now: int | None = None) -> Result:
-        """One standing query's result as of ``now`` (NOW): an invoke, or the first time
-        the registration that answers with it (one round trip, not two)."""
-        with self._lock:
-            h = self.handles.get(name)
-            if h is None:
-                text, params = VEHICLE_QUERIES[name], {"v": self.vid}
                 h, result = self.client.register_invoke(text, params, now=now)
-                self.handles[name] = h
+                handles[key] = h
                 return result
         return self.client.invoke(h, now=now)
+
+    def _result(self, name: str, now: int | None = None) -> Result:
+        """One of the vehicle's standing queries' result as of ``now`` (NOW)."""
+        return self._take(self.handles, name, VEHICLE_QUERIES[name], {"v": self.vid}, now)
 
     def tolls(self) -> Result:
         """Its toll notifications of the last 30 s."""
@@ -74,14 +64,9 @@ class Vehicle:
 
     def daily_expenditure(self, xway: int, day: int) -> int:
         """Its tolls on ``xway`` on ``day`` (1 = yesterday .. 69) from the toll history."""
-        with self._lock:
-            h = self._daily.get((xway, day))
-            if h is None:
-                params = {"v": self.vid, "x": xway, "d": day}
-                h, result = self.client.register_invoke(DAILY_EXPENDITURE, params)
-                self._daily[(xway, day)] = h
-                return int(result.rows[0][0] or 0)
-        return int(self.client.invoke(h).rows[0][0] or 0)
+        params = {"v": self.vid, "x": xway, "d": day}
+        result = self._take(self._daily, (xway, day), DAILY_EXPENDITURE, params)
+        return int(result.rows[0][0] or 0)
 
     def disconnect(self) -> None:
         """Unregister every query of the vehicle."""

@@ -501,8 +501,10 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                     self.access.require_all(self.engine, streams, client, READ)
 
                 def register():
+                    t0 = time.perf_counter()
                     handle = self.engine.register(request.text, params, owner=client, allow=allow)
                     q = self.engine.queries[handle]
+                    spent[0] = time.perf_counter() - t0  # not the invoke's: kept out of its time
                     later = None
                     if request.invoke:
                         # In the same turn of the engine thread, so the result is the
@@ -517,6 +519,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                         self._owners[handle] = client
                     return handle, q, later
 
+                spent = [0.0]
                 start = time.perf_counter()
                 handle, q, later = self.worker.call(register)
                 current = None
@@ -526,8 +529,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                     except BaseException:
                         self._forget(handle)
                         raise
-                    self.metrics.invoked(time.perf_counter() - start)
-                    self.observer.invoked(time.perf_counter() - start)
+                    self._timed_invoke(time.perf_counter() - start - spent[0])
             except BaseException:
                 with self._lock:
                     self._per_client[client] -= 1
@@ -541,7 +543,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 streams=list(dict.fromkeys(q.plan.streams)),
             )
             if current is not None:
-                msg = next(self._pages(current, max(len(current), 1)))
+                msg = self._whole(current)
                 if msg.ByteSize() + reply.ByteSize() + 64 > self.config.max_message_bytes:
                     reply.current_omitted = True
                 else:
@@ -561,7 +563,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
         def run():
             result = self._invoked(request, context)
-            msg = next(self._pages(result, max(len(result), 1)))
+            msg = self._whole(result)
             if (size := msg.ByteSize()) > self.config.max_message_bytes:
                 raise Abort(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -588,9 +590,13 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         # The engine thread only starts the invoke: a sharded engine's answers are
         # waited for here, while the engine thread goes on with other calls.
         result = self.worker.call(invoke)()
-        self.metrics.invoked(time.perf_counter() - start)
-        self.observer.invoked(time.perf_counter() - start)
+        self._timed_invoke(time.perf_counter() - start)
         return result
+
+    def _timed_invoke(self, seconds: float) -> None:
+        """Count one invoke that took ``seconds`` (its wait for the engine thread in it)."""
+        self.metrics.invoked(seconds)
+        self.observer.invoked(seconds)
 
     @staticmethod
     def _now_field(request) -> int | float | None:
@@ -609,6 +615,11 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         self.worker.call(lambda: self.engine.unregister(handle))
         with self._lock:
             self._owners.pop(handle, None)
+
+    @classmethod
+    def _whole(cls, result: Result) -> pb.InvokeQueryResponse:
+        """The result in one message (Invoke's answer), whatever its size."""
+        return next(cls._pages(result, max(len(result), 1)))
 
     @staticmethod
     def _pages(result: Result, page: int):
