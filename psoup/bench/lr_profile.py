@@ -137,12 +137,11 @@ def _ingest(db: Engine, message: list) -> None:
 
 def _request(db: Engine, handles: dict[tuple, str], row: np.ndarray) -> None:
     kind, t, vid = int(row[0]), int(row[1]), int(row[2])
-    if kind == 2:  # as psoup/linear_road/vehicle.py answers it: one invoke, two when nothing recent
-        for name in ("balance", "balance_before"):
-            if (vid, name) not in handles:
-                handles[vid, name] = db.register(streams.VEHICLE_QUERIES[name], {"v": vid})
-        if db.invoke(handles[vid, "balance"], now=t).rows[0][0] is None:
-            db.invoke(handles[vid, "balance_before"], now=t)
+    if kind == 2:  # as psoup/linear_road/vehicle.py answers it: one invoke
+        if (vid, "balance") not in handles:
+            handles[vid, "balance"] = db.register(streams.VEHICLE_QUERIES["balance"], {"v": vid})
+        result = db.invoke(handles[vid, "balance"], now=t)
+        streams.balance_answer(result.column("time"), result.column("bal"), t)
     else:
         key = (vid, "daily", int(row[4]), int(row[14]))
         if key not in handles:

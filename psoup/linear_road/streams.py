@@ -54,13 +54,12 @@ PARTITION_BY = {"positions": "xway", "toll_notifications": "vid", "accident_aler
 VEHICLE_QUERIES = {
     "tolls": "SELECT time, lav, toll FROM toll_notifications WHERE vid = :v BEGIN NOW - 30 END NOW",
     "accidents": "SELECT time, seg FROM accident_alerts WHERE vid = :v BEGIN NOW - 30 END NOW",
-    # The account balance (the validator's rules 3 and 4, see psoup/linear_road/check.py):
-    # at the earliest notification within (t-60, t] (balances only grow, so MIN(bal) is
-    # the balance at MIN(time)), else at the latest one at or before t-60.
-    "balance": "SELECT MIN(time), MIN(bal) FROM balances WHERE vid = :v BEGIN NOW - 59 END NOW",
-    "balance_before": (
-        "SELECT MAX(time), MAX(bal) FROM balances WHERE vid = :v BEGIN 0 END NOW - 60"
-    ),
+    # The account balance: every balance row of the vehicle so far, from which
+    # balance_answer picks the validator's answer in the client. One invoke answers every
+    # request; two aggregate queries (the earliest row within the last 60 s, else the
+    # latest before) took two calls whenever the first found nothing (62% of the
+    # sample's requests).
+    "balance": "SELECT time, bal FROM balances WHERE vid = :v BEGIN 0 END NOW",
 }
 DAILY_EXPENDITURE = (
     "SELECT SUM(tolls) FROM toll_history WHERE vid = :v AND xway = :x AND day = :d BEGIN 0 END NOW"
@@ -68,6 +67,23 @@ DAILY_EXPENDITURE = (
 # What the alert service subscribes to: every notification and alert as it is made.
 ALL_TOLLS = "SELECT vid, time, lav, toll FROM toll_notifications BEGIN NOW END NOW"
 ALL_ALERTS = "SELECT time, vid, seg FROM accident_alerts BEGIN NOW END NOW"
+
+
+def balance_answer(times: np.ndarray, bals: np.ndarray, t: int) -> tuple[int, int]:
+    """(resulttime, balance) for a request at ``t``, given a vehicle's balance rows at or
+    before ``t``: at its earliest toll notification within (t - 60, t], else at its
+    latest one at or before t - 60, else (t, 0) before any (the original validator's
+    rules 3 and 4, see psoup/linear_road/check.py; ResultTime is when the balance was
+    last updated). Balances only grow, so the earliest row has the smallest balance.
+    O(rows)."""
+    times = np.asarray(times, dtype=np.int64)
+    bals = np.asarray(bals, dtype=np.int64)
+    recent = times > t - 60
+    if recent.any():
+        return int(times[recent].min()), int(bals[recent].min())
+    if len(times):
+        return int(times.max()), int(bals.max())
+    return t, 0
 
 
 #: The toll-alert conventions (see psoup/linear_road/check.py): the original validator's,

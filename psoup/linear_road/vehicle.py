@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 
 from clients.psoup_client import PSoupClient
-from psoup.linear_road.streams import DAILY_EXPENDITURE, VEHICLE_QUERIES
+from psoup.linear_road.streams import DAILY_EXPENDITURE, VEHICLE_QUERIES, balance_answer
 from psoup.values import Result
 
 
@@ -52,15 +52,11 @@ class Vehicle:
         return self._result("accidents")
 
     def balance(self, t: int) -> tuple[int, int]:
-        """(resulttime, balance) for a request at ``t``: the balance at its earliest toll
-        notification within (t - 60, t], else at its latest one at or before t - 60, else
-        (t, 0) before any (the original validator's rules; ResultTime is when the balance
-        was last updated). One call, two when nothing is within the 60 s (the first
-        time, each query's registration answers with its result)."""
-        row = self._result("balance", now=t).rows[0]
-        if row[0] is None:
-            row = self._result("balance_before", now=t).rows[0]
-        return (t, 0) if row[0] is None else (int(row[0]), int(row[1]))
+        """(resulttime, balance) for a request at ``t``: ``balance_answer`` over the
+        vehicle's balance rows as of ``t``. One call (the first time, the query's
+        registration answers with its result)."""
+        result = self._result("balance", now=t)
+        return balance_answer(result.column("time"), result.column("bal"), t)
 
     def daily_expenditure(self, xway: int, day: int) -> int:
         """Its tolls on ``xway`` on ``day`` (1 = yesterday .. 69) from the toll history."""
