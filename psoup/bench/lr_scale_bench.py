@@ -29,6 +29,7 @@ from psoup.bench import lr_profile, machine, report
 from psoup.bench.flame import Flame
 from psoup.child import in_child
 from psoup.linear_road import check, driver, generate
+from psoup.procinfo import cpu_seconds
 from psoup.server.process import ServerProcess
 
 PLOT = "linear_road_scale.png"
@@ -53,6 +54,12 @@ def _shard_killer(target: str, after: float) -> threading.Timer:
 def _restarts(target: str) -> list[int]:
     with PSoupClient(target) as c:
         return [s["restarts"] for s in c.stats()["shards"]]
+
+
+def _shards_cpu(target: str) -> dict[int, float]:
+    """pid -> CPU seconds so far of each shard's process (Ray actors on this machine)."""
+    with PSoupClient(target) as c:
+        return {s["pid"]: cpu_seconds(s["pid"]) for s in c.stats()["shards"]}
 
 
 def run(
@@ -105,6 +112,7 @@ def run(
             hydrate_s = time.perf_counter() - start
             spark_peak = driver.children_peak_rss("spark (hydration)")
             cpu0 = srv.cpu_seconds()
+            shards_cpu0 = _shards_cpu(srv.target) if shards else {}
             killer = _shard_killer(srv.target, kill_shard / speedup) if kill_shard else None
             flame_svg = out / f"linear_road_flame{suffix.replace('-', '_')}.svg"
             flame = Flame(srv.proc.pid, flame_svg) if profile else None
@@ -126,6 +134,8 @@ def run(
             if killer is not None:
                 killer.cancel()
             cpu = srv.cpu_seconds() - cpu0
+            # A shard restarted meanwhile (--kill-shard) is counted until it died only.
+            shards_cpu = sum(cpu_seconds(p) - c0 for p, c0 in shards_cpu0.items() if p)
             peak = srv.peak_rss_bytes()
         summary.peak_rss = {**summary.peak_rss, "server": peak, **spark_peak}
         print(summary.table())
@@ -149,6 +159,10 @@ def run(
     headers = ["answer", "expected", "received", "wrong", "missing", "extra", "late", "max s",
                "p99 s"]  # fmt: skip
     lvalue = xways * speedup
+
+    def per_report(seconds: float) -> str:
+        return f"{1e6 * seconds / max(gen.reports, 1):.1f}"
+
     command = (
         f"psoup bench linear-road --xways {xways} --speedup {speedup:g}"
         + (f" --duration {duration}" if duration != generate.RUSH_HOUR else "")
@@ -166,8 +180,13 @@ def run(
         "",
         report.markdown_table(headers, rows),
         "",
-        f"Server: {1e6 * cpu / max(gen.reports, 1):.1f} µs CPU per position report over the "
-        f"replay. Peak RSS: "
+        f"Server: {per_report(cpu + shards_cpu)} µs CPU per position report over the replay"
+        + (
+            f" (front-end {per_report(cpu)}, {shards} shards {per_report(shards_cpu)})"
+            if shards
+            else ""
+        )
+        + ". Peak RSS: "
         + ", ".join(f"{k} {v / 2**30:.2f} GB" for k, v in summary.peak_rss.items())
         + f". Generation {gen_s:.0f} s (in a child process), "
         f"hydration of {gen.history_rows:,} history rows {hydrate_s:.0f} s, check "

@@ -3,10 +3,11 @@ server on its own CPU and GIL (and its resident memory measurable on its own).""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from psoup.procinfo import cpu_seconds
 
 
 class ServerProcess:
@@ -42,12 +43,7 @@ class ServerProcess:
 
     def cpu_seconds(self) -> float:
         """The server's user + system CPU seconds so far (0 where /proc is missing)."""
-        try:
-            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
-        except OSError:
-            return 0.0
-        fields = stat.rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.proc.pid)
 
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM, wait for the drain; returns the exit status."""
