@@ -17,6 +17,8 @@ keep a per-row map lookup.
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -26,14 +28,24 @@ class _Compiled:
     """One immutable level: sorted keys, CSR offsets into entries, optional direct table."""
 
     def __init__(self, items: dict[object, set[int]], dtype: np.dtype):
-        pairs = sorted(items.items())
-        self.keys = np.array([k for k, _ in pairs], dtype=dtype)
-        counts = np.array([len(s) for _, s in pairs], dtype=np.int64)
-        self.starts = np.zeros(len(pairs) + 1, dtype=np.int64)
+        # Built with numpy sorts over flat arrays: one C-iterator step per key and per
+        # entry, no Python sort per key. 150,000 single-entry keys: 348 -> 40 ms, 20,000:
+        # 16 -> 5.5 ms; a registration between two probes recompiles the recent level (up
+        # to P/8 keys), and Linear Road's shards register between most batches.
+        n = len(items)
+        keys = np.array(list(items.keys()), dtype=dtype)
+        counts = np.fromiter(map(len, items.values()), dtype=np.int64, count=n)
+        total = int(counts.sum())
+        ents = np.fromiter(chain.from_iterable(items.values()), dtype=np.int64, count=total)
+        order = np.argsort(keys, kind="stable")
+        rank = np.empty(n, dtype=np.int64)  # each key's place in sorted order
+        rank[order] = np.arange(n, dtype=np.int64)
+        # Entries sorted by their key's place, then by entry.
+        self.flat = ents[np.lexsort((ents, np.repeat(rank, counts)))]
+        self.keys = keys[order]
+        counts = counts[order]
+        self.starts = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(counts, out=self.starts[1:])
-        self.flat = np.fromiter(
-            (e for _, s in pairs for e in sorted(s)), dtype=np.int64, count=int(self.starts[-1])
-        )
         self.unique = bool(len(counts) == 0 or counts.max() == 1)
         self.direct: tuple[int, np.ndarray] | None = None
         if dtype.kind == "i" and len(self.keys):

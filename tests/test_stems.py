@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from psoup.values import Schema
 from stems import data_stem
 from stems.data_stem import DataSteM
-from stems.point_index import PointIndex
+from stems.point_index import PointIndex, _Compiled
 from stems.predicates import LocalPredicate, build_constraint
 from stems.range_index import RangeIndex
 
@@ -44,6 +44,20 @@ def test_point_index_matches_brute_force(ops, values, dtype) -> None:
         want = sorted((i, e) for i, v in enumerate(values) for e, ps in live.items() if v in ps)
         assert got == want
         idx._check()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.dictionaries(st.integers(-50, 50), st.sets(st.integers(0, 40), min_size=1, max_size=4)),
+    st.sampled_from(("int64", "float64")),
+)
+def test_a_compiled_level_is_the_sorted_csr_of_its_map(items, dtype) -> None:
+    level = _Compiled(items, np.dtype(dtype))
+    keys = sorted(items)
+    assert level.keys.tolist() == keys
+    assert level.starts.tolist() == [0, *np.cumsum([len(items[k]) for k in keys]).tolist()]
+    assert level.flat.tolist() == [e for k in keys for e in sorted(items[k])]
+    assert level.unique == all(len(v) == 1 for v in items.values())
 
 
 def test_point_index_on_strings() -> None:
