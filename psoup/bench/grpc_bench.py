@@ -92,11 +92,53 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
     return sec
 
 
-def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) -> Section:
+def _invokers(target: str, handles: Path, clients: int, invokes: int, seed: int) -> list:
+    """``clients`` client processes of one thread each, started together (each connects,
+    says ready, then invokes ``invokes`` times on a line from stdin); their latencies."""
+
+    def one(k: int) -> list[str]:
+        return [sys.executable, "-m", "psoup.bench.grpc_load", "invoke", target,
+                "--handles", str(handles), "--clients", "1", "--invokes", str(invokes),
+                "--seed", str(seed + k), "--wait-go"]  # fmt: skip
+
+    procs = [
+        subprocess.Popen(one(k), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for k in range(clients)
+    ]
+    try:
+        for p in procs:
+            if p.stdout.readline().strip() != "ready":
+                raise RuntimeError("an invoking client did not start")
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        lat: list[float] = []
+        for p in procs:
+            out, _ = p.communicate()
+            if p.returncode:
+                raise RuntimeError(f"an invoking client failed (exit {p.returncode})")
+            lat.extend(json.loads(out)["latencies_ms"])
+        return lat
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+#: How concurrent invokers are laid out: each a client process of its own (as separate
+#: applications are), or threads of one client process (sharing its interpreter lock,
+#: whose waits then count in the latency).
+LAYOUTS = ("processes", "threads")
+
+
+def invoke_latency(
+    n_queries: int, clients: list[int], invokes: int, seed: int, layouts=LAYOUTS
+) -> Section:
     """Invoke p50/p99 for concurrent clients while another process ingests."""
     sec = Section(
         "Invoke latency at window 2^16 while ingest runs",
-        ["clients", "invokes", "p50 ms", "p90 ms", "p99 ms", "ingest t/s meanwhile"],
+        ["clients", "as", "invokes", "p50 ms", "p90 ms", "p99 ms", "ingest t/s meanwhile"],
     )
     rng = np.random.default_rng(seed + 1)
     consts = rng.choice(EQ_DOMAIN, n_queries, replace=False).tolist()
@@ -124,16 +166,21 @@ def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) 
              "--rows", "1000", "--t0", str(t0), "--seed", str(seed + 2)],
             stdout=subprocess.DEVNULL,
         )  # fmt: skip
-        for c in tqdm(clients, desc="concurrent invokers", leave=False):
+        runs = [(c, how) for c in clients for how in layouts]
+        for c, how in tqdm(runs, desc="concurrent invokers", leave=False):
+            each = max(invokes // c, 50)
             before = srv.engine.stats()["streams"]["r"]["tuples_ingested"]
             start = time.perf_counter()
-            got = _load("invoke", target, "--handles", fh.name, "--clients", str(c),
-                        "--invokes", str(max(invokes // c, 50)), "--seed", str(seed))  # fmt: skip
+            if how == "processes":
+                lat = _invokers(target, Path(fh.name), c, each, seed)
+            else:
+                got = _load("invoke", target, "--handles", fh.name, "--clients", str(c),
+                            "--invokes", str(each), "--seed", str(seed))  # fmt: skip
+                lat = got["latencies_ms"]
             secs = time.perf_counter() - start
             rate = (srv.engine.stats()["streams"]["r"]["tuples_ingested"] - before) / secs
-            lat = np.array(got["latencies_ms"])
-            p50, p90, p99 = np.percentile(lat, [50, 90, 99])
-            sec.rows.append([c, len(lat), float(p50), float(p90), float(p99), rate])
+            p50, p90, p99 = np.percentile(np.array(lat), [50, 90, 99])
+            sec.rows.append([c, how, len(lat), float(p50), float(p90), float(p99), rate])
     finally:
         if background is not None:
             background.kill()
@@ -143,8 +190,10 @@ def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) 
     sec.notes.append(
         f"{n_queries:,} standing equality queries plus 256 invoked ones (r.a = c over the last "
         "2^16 tuples, about one match each); another process ingests batches of 1000 as fast "
-        "as the server takes them. Client threads share one process; latency is measured "
-        "per call at the client, from request to last page."
+        "as the server takes them. 'processes': each client is a process of its own, as "
+        "separate applications are; 'threads': the clients are threads of one process and "
+        "share its interpreter lock. Latency is measured per call at the client, from "
+        "request to answer (a unary Invoke)."
     )
     return sec
 
@@ -282,8 +331,12 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
         "concurrent clients",
         "ms",
         {
-            "p50": ([r[0] for r in lat.rows], [r[2] for r in lat.rows]),
-            "p99": ([r[0] for r in lat.rows], [r[4] for r in lat.rows]),
+            f"{stat} ({how})": (
+                [r[0] for r in lat.rows if r[1] == how],
+                [r[col] for r in lat.rows if r[1] == how],
+            )
+            for stat, col in (("p50", 3), ("p99", 5))
+            for how in LAYOUTS
         },
     )
     md += ["![invoke latency](grpc_invoke_latency.png)", ""]

@@ -18,7 +18,9 @@ invokes H every 5 ms with ``clients.PSoupClient`` for that long and prints one J
 
 ``python -m psoup.bench.grpc_load invoke TARGET --handles FILE --clients C --invokes M``
 runs C threads, each invoking M random handles from FILE (one per line), and prints
-JSON ``{"latencies_ms": [...]}``.
+JSON ``{"latencies_ms": [...]}``. With ``--wait-go`` it prints ``ready`` once every
+thread is connected and starts on a line from stdin: ``psoup bench grpc`` starts C such
+processes of one thread together, C clients as C applications would be.
 
 These use the generated stubs and psoup.api.codec directly, so what is measured is the
 transport and the server, not a client library's conveniences.
@@ -190,11 +192,19 @@ def bystander(target: str, handle: str) -> None:
             print(json.dumps({"samples": samples}), flush=True)
 
 
-def invoke(target: str, handles: list[str], clients: int, invokes: int, seed: int) -> dict:
-    """Latencies (ms) of ``clients`` threads x ``invokes`` invocations each."""
+def _ready_go() -> None:
+    print("ready", flush=True)
+    sys.stdin.readline()  # go
+
+
+def invoke(
+    target: str, handles: list[str], clients: int, invokes: int, seed: int, go: bool = False
+) -> dict:
+    """Latencies (ms) of ``clients`` threads x ``invokes`` invocations each; with ``go``,
+    they start once told on stdin (after ``ready``)."""
     lat: list[float] = []
     lock = threading.Lock()
-    ready = threading.Barrier(clients)
+    ready = threading.Barrier(clients, action=_ready_go if go else None)
 
     def client(k: int) -> None:
         rng = random.Random(seed * 1000 + k)
@@ -251,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--handles", required=True, help="file with one handle per line")
     v.add_argument("--clients", type=int, default=1, help="concurrent client threads")
     v.add_argument("--invokes", type=int, default=200, help="invocations per client")
+    v.add_argument("--wait-go", action="store_true", help="print ready, start on a stdin line")
     a = p.parse_args(argv)
     if a.mode == "ingest":
         out = ingest(a.target, a.seed, a.batches, a.rows, a.warm, a.t0)
@@ -267,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         with open(a.handles) as fh:
             handles = fh.read().split()
-        out = invoke(a.target, handles, a.clients, a.invokes, a.seed)
+        out = invoke(a.target, handles, a.clients, a.invokes, a.seed, a.wait_go)
     json.dump(out, sys.stdout)
     return 0
 
