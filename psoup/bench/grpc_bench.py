@@ -132,9 +132,7 @@ def _invokers(target: str, handles: Path, clients: int, invokes: int, seed: int)
 LAYOUTS = ("processes", "threads")
 
 
-def invoke_latency(
-    n_queries: int, clients: list[int], invokes: int, seed: int, layouts=LAYOUTS
-) -> Section:
+def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) -> Section:
     """Invoke p50/p99 for concurrent clients while another process ingests."""
     sec = Section(
         "Invoke latency at window 2^16 while ingest runs",
@@ -166,7 +164,7 @@ def invoke_latency(
              "--rows", "1000", "--t0", str(t0), "--seed", str(seed + 2)],
             stdout=subprocess.DEVNULL,
         )  # fmt: skip
-        runs = [(c, how) for c in clients for how in layouts]
+        runs = [(c, how) for c in clients for how in LAYOUTS]
         for c, how in tqdm(runs, desc="concurrent invokers", leave=False):
             each = max(invokes // c, 50)
             before = srv.engine.stats()["streams"]["r"]["tuples_ingested"]

@@ -135,7 +135,7 @@ def run(
                 killer.cancel()
             cpu = srv.cpu_seconds() - cpu0
             # A shard restarted meanwhile (--kill-shard) is counted until it died only.
-            shards_cpu = sum(cpu_seconds(p) - c0 for p, c0 in shards_cpu0.items() if p)
+            shards_cpu = sum(cpu_seconds(p) - c0 for p, c0 in shards_cpu0.items())
             peak = srv.peak_rss_bytes()
         summary.peak_rss = {**summary.peak_rss, "server": peak, **spark_peak}
         print(summary.table())
