@@ -79,6 +79,13 @@ _CHUNK_BLOCKS = 16
 #: ``probe`` tests its candidates against the rest of the predicate this many at a time at
 #: most (and once at the end): few Python steps, bounded memory for an unselective probe.
 _RESIDUAL_ROWS = 1 << 16
+#: A probe builds at most this many segment indexes and scans the other unindexed segments
+#: it crosses. The first query over a long history would otherwise sort all of it at once
+#: (25 million rows: 1.9 s, during which a Linear Road shard answered nothing). This way
+#: the sorting is spread, ~20 ms per segment and so ~80 ms per probe at most, and until
+#: every segment has its index the probes scan the others (vectorised, O(S) per segment:
+#: 25 ms for 25 million rows). Scans cost the first probes ~1.2 s / _SEGMENT_BUILDS in all.
+_SEGMENT_BUILDS = 4
 
 _FEW = 4  # gathers of at most this many rows go value by value
 
@@ -500,11 +507,12 @@ class DataSteM:
 
         Cost: when the predicate has a bounded constraint, one index lookup per complete
         segment and per other sealed block crossed, O(log S + candidates) each (an index
-        is built on first need, O(S log S) once per segment and attribute); a vectorised
-        scan of the open block; the remaining factors are tested on the candidates of
-        many segments and blocks at once (one gather and one mask per ``_RESIDUAL_ROWS``
-        candidates: a new query over a long history pays one Python step per segment,
-        not four).
+        is built on first need, O(S log S) once per segment and attribute, at most
+        ``_SEGMENT_BUILDS`` segments per probe: a complete segment still without its
+        index is scanned, O(S)); a vectorised scan of the open block; the remaining
+        factors are tested on the candidates of many segments and blocks at once (one
+        gather and one mask per ``_RESIDUAL_ROWS`` candidates: a new query over a long
+        history pays one Python step per segment, not four).
         """
         if pred.unsatisfiable or s >= e or not self._blocks:
             return np.empty(0, dtype=np.int64)
@@ -513,6 +521,7 @@ class DataSteM:
         out: list[np.ndarray] = []
         held: list[np.ndarray] = []  # candidates not yet tested against ``rest``
         n_held = 0
+        builds = 0  # segment indexes built by this probe
         S = self.segment_rows
         base = self._blocks[0].first
         last = self._blocks[-1]
@@ -521,16 +530,23 @@ class DataSteM:
         while s < e:
             g = s // S
             stop = min(e, (g + 1) * S)
-            if access is not None and g * S >= base and (g + 1) * S <= sealed_end:
-                offs = self._lookup(self._segment_index(g, access.attr), access, s - g * S,
-                                    stop - g * S, S)  # fmt: skip
+            entry = None
+            whole = g * S >= base and (g + 1) * S <= sealed_end  # a complete segment
+            if access is not None and whole:
+                entry = self._segments.get((g, self.schema.index_of(access.attr)))
+                if entry is None and builds < _SEGMENT_BUILDS:
+                    entry = self._segment_index(g, access.attr)
+                    builds += 1
+                # else: scanned below, indexed by a later probe
+            if entry is not None:
+                offs = self._lookup(entry, access, s - g * S, stop - g * S, S)
                 self.index_lookups += 1
                 if len(offs):
                     held.append(offs + g * S)
                     n_held += len(offs)
             else:
                 k = len(held)
-                self._probe_blocks(access, s, stop, held)
+                self._probe_blocks(access, s, stop, held, whole)
                 n_held += sum(len(h) for h in held[k:])
             s = stop
             if n_held >= _RESIDUAL_ROWS and not rest.is_true:  # else held is the answer
@@ -551,11 +567,20 @@ class DataSteM:
         vals = self.gather_many(sorted(rest.attrs()), seqs)
         return seqs[rest.mask(lambda a: vals[a], len(seqs))]
 
-    def _probe_blocks(self, access: AttrConstraint | None, s: int, e: int, held: list) -> None:
+    def _probe_blocks(
+        self, access: AttrConstraint | None, s: int, e: int, held: list, complete: bool = False
+    ) -> None:
         """``probe``'s candidates block by block over ``[s, e)``: ascending seqs whose
-        ``access`` constraint may hold, appended to ``held``."""
+        ``access`` constraint may hold, appended to ``held``. A sealed block is looked up
+        in its own index (built on first need), except in a ``complete`` segment whose
+        index is not built yet: those blocks are scanned, since the segment's index will
+        replace theirs."""
         for b, lo, hi in self._block_span(s, e):
-            if access is not None and b.n == self.block_rows:
+            if (
+                access is not None
+                and b.n == self.block_rows
+                and not (complete and self.schema.index_of(access.attr) not in b.sorted)
+            ):
                 offs = self._index_lookup(b, access, lo, hi)
                 self.index_lookups += 1
             elif access is not None:

@@ -116,18 +116,21 @@ def test_range_index_matches_brute_force(ops, values, budget) -> None:
     st.integers(0, 6),
     st.integers(1, 3),
     st.sampled_from((1, 2, 5, data_stem._RESIDUAL_ROWS)),
+    st.integers(0, 2),
 )
 def test_data_stem_probe_and_expiry_match_brute_force(
-    batches, factors, block_rows, keep, segment_blocks, residual_rows
+    batches, factors, block_rows, keep, segment_blocks, residual_rows, segment_builds
 ) -> None:
     """probe() over [s, e) equals filtering the retained rows, through segment indexes,
-    block indexes and scans alike, its candidates tested a few or all at once; expiry
-    drops whole blocks and the segment indexes they break."""
-    saved, data_stem._RESIDUAL_ROWS = data_stem._RESIDUAL_ROWS, residual_rows
+    block indexes and scans alike (segments left unindexed when a probe's budget of
+    builds is spent), its candidates tested a few or all at once; expiry drops whole
+    blocks and the segment indexes they break."""
+    saved = data_stem._RESIDUAL_ROWS, data_stem._SEGMENT_BUILDS
+    data_stem._RESIDUAL_ROWS, data_stem._SEGMENT_BUILDS = residual_rows, segment_builds
     try:
         _probe_and_expiry(batches, factors, block_rows, keep, segment_blocks)
     finally:
-        data_stem._RESIDUAL_ROWS = saved
+        data_stem._RESIDUAL_ROWS, data_stem._SEGMENT_BUILDS = saved
 
 
 def _probe_and_expiry(batches, factors, block_rows, keep, segment_blocks) -> None:
