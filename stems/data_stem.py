@@ -14,13 +14,14 @@ O(1) amortised per tuple. Which tuples are *visible* is decided by the caller's 
 
 Indexes: a *segment* of ``segment_blocks`` consecutive sealed blocks gets, per attribute
 a probe needs, a sorted copy of its column and the permutation that sorts it, built on
-first need and dropped when the segment's first block expires. Sealed blocks outside a
-complete segment (the newest ones, or the survivors of a partly expired segment) get the
-same per block. A probe looks up the predicate's most selective constraint in each
-index it crosses, scans the open block, and tests the remaining factors on the
-candidates only; so probing a stream of n rows costs O(n / (segment_blocks x B)) index
-lookups, not O(n / B) (a query registered over 25 million stored rows: 100 lookups, not
-6,000).
+first need. Adjacent indexes of the same size merge, as a binary counter does, into
+*runs* of up to ``_RUN_SEGMENTS`` segments; a run is dropped when its last block
+expires. Sealed blocks outside an indexed run (the newest ones, or the survivors of a
+segment that expired in part before it was indexed) get the same per block. A probe
+looks up the predicate's most selective constraint in each index it crosses, scans the
+open block, and tests the remaining factors on the candidates only; so probing a stream
+of n rows costs O(n / (_RUN_SEGMENTS x segment_blocks x B) + log n) index lookups, not
+O(n / B) (a query registered over 25 million stored rows: 8 lookups, not 6,000).
 """
 
 from __future__ import annotations
@@ -86,6 +87,11 @@ _RESIDUAL_ROWS = 1 << 16
 #: every segment has its index the probes scan the others (vectorised, O(S) per segment:
 #: 25 ms for 25 million rows). Scans cost the first probes ~1.2 s / _SEGMENT_BUILDS in all.
 _SEGMENT_BUILDS = 4
+#: The most segments one index run covers. Merging two runs of k segments costs O(k S)
+#: (a binary search of one into the other and two scatters, ~50 ms at 8 + 8 segments of
+#: 262,144 rows); longer runs would also keep more expired rows' index entries (a run
+#: lives until its last block expires).
+_RUN_SEGMENTS = 16
 
 _FEW = 4  # gathers of at most this many rows go value by value
 
@@ -102,6 +108,34 @@ def _index_bytes(entries) -> int:
 
 def _last(b: _Block) -> object:
     return b.last
+
+
+class _Run:
+    """An index of one attribute over the complete segments ``[g0, g1)``: the values in
+    ascending order (ties in seq order) and their offsets from seq ``g0 x S``."""
+
+    __slots__ = ("g0", "g1", "order", "vals")
+
+    def __init__(self, g0: int, g1: int, vals: np.ndarray, order: np.ndarray):
+        self.g0, self.g1, self.vals, self.order = g0, g1, vals, order
+
+    def merged(self, later: _Run, segment_rows: int) -> _Run:
+        """This run and the adjacent ``later`` one as one run. O(n log n) in C for the
+        binary search of the later values into these, O(n) for the scatters."""
+        n, m = len(self.vals), len(later.vals)
+        at = np.searchsorted(self.vals, later.vals, side="right") + np.arange(m)
+        mine = np.ones(n + m, dtype=bool)
+        mine[at] = False
+        vals = np.empty(n + m, dtype=self.vals.dtype)
+        vals[at], vals[mine] = later.vals, self.vals
+        order = np.empty(n + m, dtype=np.int64)
+        order[at] = later.order + (later.g0 - self.g0) * segment_rows
+        order[mine] = self.order
+        return _Run(self.g0, later.g1, vals, order)
+
+
+def _g0(run: _Run) -> int:
+    return run.g0
 
 
 class _GatherPlan:
@@ -145,9 +179,8 @@ class DataSteM:
         self.segment_rows = block_rows * segment_blocks
         self.chunk_rows = block_rows * _CHUNK_BLOCKS
         self._blocks: list[_Block] = []
-        # (segment number, attr position) -> (sorted values, argsort order as int64 offsets
-        # from the segment's first seq); only for complete segments.
-        self._segments: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        # attr position -> its index runs over complete segments, ascending and disjoint.
+        self._index_runs: dict[int, list[_Run]] = {}
         self._end = 0  # next seq to assign
         self._ti = schema.time_index
         wide = [i for i, a in enumerate(schema.names) if schema.dtype_of(a).kind in "if"]
@@ -207,9 +240,10 @@ class DataSteM:
             total += _block_bytes(b) + _index_bytes(b.sorted.values())
             for i in b.sorted:
                 indexed[i] = indexed.get(i, 0) + 1
-        total += _index_bytes(self._segments.values())
-        for _, i in self._segments:
-            indexed[i] = indexed.get(i, 0) + per_segment
+        for i, runs in self._index_runs.items():
+            for r in runs:
+                total += _index_bytes(((r.vals, r.order),))
+                indexed[i] = indexed.get(i, 0) + per_segment * (r.g1 - r.g0)
         return total, indexed
 
     def _count_index(self, i: int, entry: tuple[np.ndarray, np.ndarray], blocks: int) -> None:
@@ -287,9 +321,10 @@ class DataSteM:
                 self._spare = gone  # every block of it expired
             base = blocks[0].first if blocks else self._end
             S = self.segment_rows
-            for key in [key for key in self._segments if key[0] * S < base]:
-                # incomplete now: its survivors use block indexes
-                self._count_index(key[1], self._segments.pop(key), -(S // B))
+            for i, runs in self._index_runs.items():
+                while runs and runs[0].g1 * S <= base:  # every block of it expired
+                    r = runs.pop(0)
+                    self._count_index(i, (r.vals, r.order), -(r.g1 - r.g0) * (S // B))
             return dropped
         return 0
 
@@ -505,7 +540,9 @@ class DataSteM:
     def probe(self, pred: LocalPredicate, s: int, e: int) -> np.ndarray:
         """Ascending seqs in ``[s, e)`` whose rows satisfy ``pred``.
 
-        Cost: when the predicate has a bounded constraint, one index lookup per complete
+        A constraint on the time attribute first narrows ``[s, e)`` to the rows whose
+        timestamps may satisfy it (O(log n)). Cost: when the predicate has a bounded
+        constraint, one index lookup per complete
         segment and per other sealed block crossed, O(log S + candidates) each (an index
         is built on first need, O(S log S) once per segment and attribute, at most
         ``_SEGMENT_BUILDS`` segments per probe: a complete segment still without its
@@ -522,29 +559,35 @@ class DataSteM:
         held: list[np.ndarray] = []  # candidates not yet tested against ``rest``
         n_held = 0
         builds = 0  # segment indexes built by this probe
+        ai = None if access is None else self.schema.index_of(access.attr)
         S = self.segment_rows
         base = self._blocks[0].first
         last = self._blocks[-1]
         sealed_end = last.first + last.n if last.n == self.block_rows else last.first
         s, e = max(s, base), min(e, self._end)
+        if (tc := pred.constraint(self.schema.time)) is not None:
+            s, e = self._time_span(tc, s, e)
         while s < e:
             g = s // S
-            stop = min(e, (g + 1) * S)
-            entry = None
+            run = None
             whole = g * S >= base and (g + 1) * S <= sealed_end  # a complete segment
-            if access is not None and whole:
-                entry = self._segments.get((g, self.schema.index_of(access.attr)))
-                if entry is None and builds < _SEGMENT_BUILDS:
-                    entry = self._segment_index(g, access.attr)
+            if ai is not None:
+                run = self._run_at(ai, g)
+                if run is None and whole and builds < _SEGMENT_BUILDS:
+                    run = self._index_segment(g, ai)
                     builds += 1
                 # else: scanned below, indexed by a later probe
-            if entry is not None:
-                offs = self._lookup(entry, access, s - g * S, stop - g * S, S)
+            if run is not None:
+                stop = min(e, run.g1 * S)
+                r0 = run.g0 * S
+                offs = self._lookup((run.vals, run.order), access, s - r0, stop - r0,
+                                    len(run.vals))  # fmt: skip
                 self.index_lookups += 1
                 if len(offs):
-                    held.append(offs + g * S)
+                    held.append(offs + r0)
                     n_held += len(offs)
             else:
+                stop = min(e, (g + 1) * S)
                 k = len(held)
                 self._probe_blocks(access, s, stop, held, whole)
                 n_held += sum(len(h) for h in held[k:])
@@ -557,6 +600,23 @@ class DataSteM:
         if not out:
             return np.empty(0, dtype=np.int64)
         return out[0] if len(out) == 1 else np.concatenate(out)
+
+    def _time_span(self, c: AttrConstraint, s: int, e: int) -> tuple[int, int]:
+        """``[s, e)`` narrowed to the rows whose timestamps may satisfy ``c``: timestamps
+        never decrease in seq order, so those rows are one seq range (a daily
+        expenditure's ``day = d`` over a 69-day history looks up one day's rows, not
+        all of them). O(log n)."""
+        if c.points is not None:
+            if not c.points:
+                return s, s
+            lo, lo_incl, hi, hi_incl = min(c.points), True, max(c.points), True
+        else:
+            lo, lo_incl, hi, hi_incl = c.lo, c.lo_incl, c.hi, c.hi_incl
+        if lo is not None:
+            s = max(s, self._search(lo, "left" if lo_incl else "right"))
+        if hi is not None:
+            e = min(e, self._search(hi, "right" if hi_incl else "left"))
+        return s, max(s, e)
 
     def _residual(self, rest: LocalPredicate, held: list[np.ndarray]) -> np.ndarray:
         """The candidate seqs in ``held`` (ascending, in order) whose rows satisfy
@@ -592,22 +652,54 @@ class DataSteM:
             if len(offs):
                 held.append(offs.astype(np.int64) + b.first)
 
-    def _segment_index(self, g: int, attr: str) -> tuple[np.ndarray, np.ndarray]:
-        """Segment ``g``'s sorted values of ``attr`` and their offsets; built on first
-        need, O(S log S) once, after which its blocks drop their own index on it."""
-        i = self.schema.index_of(attr)
-        entry = self._segments.get((g, i))
-        if entry is None:
-            k0 = (g * self.segment_rows - self._blocks[0].first) // self.block_rows
-            blocks = self._blocks[k0 : k0 + self.segment_rows // self.block_rows]
-            col = np.concatenate([b.cols[i] for b in blocks])
-            order = np.argsort(col, kind="stable")
-            entry = self._segments[g, i] = (col[order], order)
-            self._count_index(i, entry, len(blocks))
-            for b in blocks:
-                if (old := b.sorted.pop(i, None)) is not None:
-                    self._count_index(i, old, -1)
-        return entry
+    def _run_at(self, i: int, g: int) -> _Run | None:
+        """The index run of attribute ``i`` that covers segment ``g``, if any.
+        O(log runs)."""
+        runs = self._index_runs.get(i)
+        if not runs:
+            return None
+        k = bisect.bisect_right(runs, g, key=_g0) - 1
+        return runs[k] if k >= 0 and runs[k].g1 > g else None
+
+    def _index_segment(self, g: int, i: int) -> _Run:
+        """Index the complete segment ``g`` on attribute ``i`` (its blocks drop their own
+        index on it), merge it with its neighbours as far as they go, and return the run
+        that covers it. O(S log S) for the sort, O(run) for the merges: each row is
+        merged at most log2(_RUN_SEGMENTS) times in its life."""
+        S, B = self.segment_rows, self.block_rows
+        k0 = (g * S - self._blocks[0].first) // B
+        blocks = self._blocks[k0 : k0 + S // B]
+        col = np.concatenate([b.cols[i] for b in blocks])
+        order = np.argsort(col, kind="stable")
+        run = _Run(g, g + 1, col[order], order)
+        self._count_index(i, (run.vals, run.order), len(blocks))
+        for b in blocks:
+            if (old := b.sorted.pop(i, None)) is not None:
+                self._count_index(i, old, -1)
+        runs = self._index_runs.setdefault(i, [])
+        k = bisect.bisect_right(runs, g, key=_g0)
+        runs.insert(k, run)
+        while True:  # merge equal neighbours, as a binary counter carries
+            size = run.g1 - run.g0
+            if 2 * size > _RUN_SEGMENTS:
+                break
+            if k > 0 and runs[k - 1].g1 == run.g0 and runs[k - 1].g1 - runs[k - 1].g0 == size:
+                k -= 1
+                pair = runs[k], run
+            elif (
+                k + 1 < len(runs)
+                and runs[k + 1].g0 == run.g1
+                and runs[k + 1].g1 - runs[k + 1].g0 == size
+            ):
+                pair = run, runs[k + 1]
+            else:
+                break
+            run = pair[0].merged(pair[1], S)
+            for old in pair:
+                self._count_index(i, (old.vals, old.order), -size * (S // B))
+            self._count_index(i, (run.vals, run.order), 2 * size * (S // B))
+            runs[k : k + 2] = [run]
+        return run
 
     def _index_lookup(self, b: _Block, c: AttrConstraint, lo: int, hi: int) -> np.ndarray:
         i = self.schema.index_of(c.attr)
@@ -677,14 +769,23 @@ class DataSteM:
                 assert b.n == B, "index on an open block"
                 assert np.array_equal(vals, b.cols[i][order])
         S = self.segment_rows
-        for (g, i), (vals, order) in self._segments.items():
-            assert self._blocks and self._blocks[0].first <= g * S, "segment partly expired"
-            assert (g + 1) * S <= self._end, "segment not complete"
-            k0 = (g * S - self._blocks[0].first) // B
-            blocks = self._blocks[k0 : k0 + S // B]
-            assert all(b.n == B for b in blocks), "segment over an open block"
-            assert all(i not in b.sorted for b in blocks), "block index inside a segment index"
-            assert np.array_equal(vals, np.concatenate([b.cols[i] for b in blocks])[order])
+        base = self._blocks[0].first if self._blocks else self._end
+        for i, runs in self._index_runs.items():
+            for r, nxt in zip(runs, [*runs[1:], None], strict=False):
+                assert r.g0 < r.g1 <= r.g0 + _RUN_SEGMENTS, "run size"
+                assert nxt is None or r.g1 <= nxt.g0, "runs overlap or out of order"
+                assert base < r.g1 * S <= self._end, "run expired or over incomplete data"
+                r0, lo = r.g0 * S, max(r.g0 * S, base)
+                k0 = (lo - base) // B
+                blocks = self._blocks[k0 : (r.g1 * S - base) // B]
+                assert all(b.n == B for b in blocks), "run over an open block"
+                assert all(i not in b.sorted for b in blocks), "block index inside a run"
+                assert len(r.vals) == len(r.order) == (r.g1 - r.g0) * S
+                assert np.all(r.vals[1:] >= r.vals[:-1]), "run values not sorted"
+                live = r.order >= lo - r0  # entries of rows still stored
+                stored = np.concatenate([b.cols[i] for b in blocks])
+                assert np.array_equal(np.sort(r.order[live]), np.arange(lo - r0, len(r.vals)))
+                assert np.array_equal(r.vals[live], stored[r.order[live] - (lo - r0)])
         if self._blocks:
             last = self._blocks[-1]
             assert last.first + last.n == self._end

@@ -112,33 +112,41 @@ def test_range_index_matches_brute_force(ops, values, budget) -> None:
         max_size=8,
     ),
     st.lists(factor, max_size=3),
+    st.lists(st.tuples(st.sampled_from(OPS), st.integers(-2, 30)), max_size=2),
     st.integers(1, 4),
     st.integers(0, 6),
     st.integers(1, 3),
     st.sampled_from((1, 2, 5, data_stem._RESIDUAL_ROWS)),
     st.integers(0, 2),
+    st.sampled_from((1, 2, 4)),
 )
 def test_data_stem_probe_and_expiry_match_brute_force(
-    batches, factors, block_rows, keep, segment_blocks, residual_rows, segment_builds
-) -> None:
-    """probe() over [s, e) equals filtering the retained rows, through segment indexes,
-    block indexes and scans alike (segments left unindexed when a probe's budget of
-    builds is spent), its candidates tested a few or all at once; expiry drops whole
-    blocks and the segment indexes they break."""
-    saved = data_stem._RESIDUAL_ROWS, data_stem._SEGMENT_BUILDS
+    batches, factors, time_factors, block_rows, keep, segment_blocks, residual_rows,
+    segment_builds, run_segments,
+) -> None:  # fmt: skip
+    """probe() over [s, e) equals filtering the retained rows, through index runs of one
+    or many segments, block indexes and scans alike (segments left unindexed when a
+    probe's budget of builds is spent), narrowed first by the factors on the time
+    attribute, its candidates tested a few or all at once; expiry drops whole blocks
+    and the runs that no longer cover any."""
+    saved = data_stem._RESIDUAL_ROWS, data_stem._SEGMENT_BUILDS, data_stem._RUN_SEGMENTS
     data_stem._RESIDUAL_ROWS, data_stem._SEGMENT_BUILDS = residual_rows, segment_builds
+    data_stem._RUN_SEGMENTS = run_segments
     try:
-        _probe_and_expiry(batches, factors, block_rows, keep, segment_blocks)
+        _probe_and_expiry(batches, factors, time_factors, block_rows, keep, segment_blocks)
     finally:
-        data_stem._RESIDUAL_ROWS, data_stem._SEGMENT_BUILDS = saved
+        data_stem._RESIDUAL_ROWS, data_stem._SEGMENT_BUILDS, data_stem._RUN_SEGMENTS = saved
 
 
-def _probe_and_expiry(batches, factors, block_rows, keep, segment_blocks) -> None:
+def _probe_and_expiry(batches, factors, time_factors, block_rows, keep, segment_blocks) -> None:
     schema = Schema(("t", "a"), ("int", "int"), "t")
     stem = DataSteM(schema, block_rows=block_rows, segment_blocks=segment_blocks)
     rows: list[tuple[int, int]] = []
     t = 0
-    pred = LocalPredicate((build_constraint("a", "int", factors),)) if factors else LocalPredicate()
+    pred = LocalPredicate(
+        tuple(build_constraint(a, "int", fs) for a, fs in (("a", factors), ("t", time_factors))
+              if fs)
+    )  # fmt: skip
     for batch in batches:
         ts = []
         for inc, _ in batch:
