@@ -12,16 +12,18 @@ Expiry drops whole blocks (the block compartments of Streaming Tables, seeds/001
 O(1) amortised per tuple. Which tuples are *visible* is decided by the caller's horizon
 (``first_seq_at_or_after``), independently of block boundaries.
 
-Indexes: a *segment* of ``segment_blocks`` consecutive sealed blocks gets, per attribute
-a probe needs, a sorted copy of its column and the permutation that sorts it, built on
-first need. Adjacent indexes of the same size merge, as a binary counter does, into
-*runs* of up to ``_RUN_SEGMENTS`` segments; a run is dropped when its last block
-expires. Sealed blocks outside an indexed run (the newest ones, or the survivors of a
-segment that expired in part before it was indexed) get the same per block. A probe
-looks up the predicate's most selective constraint in each index it crosses, scans the
-open block, and tests the remaining factors on the candidates only; so probing a stream
-of n rows costs O(n / (_RUN_SEGMENTS x segment_blocks x B) + log n) index lookups, not
-O(n / B) (a query registered over 25 million stored rows: 8 lookups, not 6,000).
+Indexes: per attribute a probe needs, sealed blocks get *runs*: a sorted copy of the
+column over an aligned range of 2^j blocks and the permutation that sorts it. A run is
+built on first need over the largest such range of up to ``segment_blocks`` blocks
+(rounded down to a power of two) that is stored, sealed and not yet indexed, and merges
+with its equal-sized, aligned neighbour (its buddy, as in a binary counter) up to
+``_RUN_SEGMENTS`` times that; a run is dropped when its last block expires. A probe
+looks up the predicate's most selective constraint in each run it crosses, scans the
+open block, and tests the remaining factors on the candidates only; so probing n sealed
+rows costs O(n / (_RUN_SEGMENTS x segment_blocks x B) + log n) index lookups, not
+O(n / B) (a query registered over 25 million stored rows: 7 lookups, not 6,000; the
+sealed blocks of the newest 64: at most 6, not 63). A constraint on the time attribute
+first narrows the probe to one seq range.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class _Block:
     uninitialised (the OS gives its pages as rows are written); when its last block
     expires it is freed, or reused for the next chunk (``DataSteM._reuse``)."""
 
-    __slots__ = ("chunk", "cols", "first", "last", "mat", "n", "sorted", "tids")
+    __slots__ = ("chunk", "cols", "first", "last", "mat", "n", "tids")
 
     def __init__(
         self, schema: Schema, first: int, capacity: int, row_of: dict[int, int], chunk=None
@@ -69,8 +71,6 @@ class _Block:
             for i, a in enumerate(schema.names)
         ]  # fmt: skip
         self.tids = self.mat[-1]
-        # attr position -> (sorted values, argsort order as int32); only for sealed blocks.
-        self.sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
 
 #: Blocks per storage chunk (see ``_Block``): a window of up to 15 blocks is gathered
@@ -80,17 +80,18 @@ _CHUNK_BLOCKS = 16
 #: ``probe`` tests its candidates against the rest of the predicate this many at a time at
 #: most (and once at the end): few Python steps, bounded memory for an unselective probe.
 _RESIDUAL_ROWS = 1 << 16
-#: A probe builds at most this many segment indexes and scans the other unindexed segments
-#: it crosses. The first query over a long history would otherwise sort all of it at once
-#: (25 million rows: 1.9 s, during which a Linear Road shard answered nothing). This way
-#: the sorting is spread, ~20 ms per segment and so ~80 ms per probe at most, and until
-#: every segment has its index the probes scan the others (vectorised, O(S) per segment:
-#: 25 ms for 25 million rows). Scans cost the first probes ~1.2 s / _SEGMENT_BUILDS in all.
+#: A probe builds at most this many runs (each of at most ``segment_blocks`` blocks) and
+#: scans the other unindexed blocks it crosses. The first query over a long history would
+#: otherwise sort all of it at once (25 million rows: 1.9 s, during which a Linear Road
+#: shard answered nothing). This way the sorting is spread, ~20 ms per 64 blocks of 4,096
+#: rows and so ~80 ms per probe at most, and until every block is indexed the probes
+#: scan the others (vectorised, O(B) per block: 25 ms for 25 million rows). Scans cost
+#: the first probes ~1.2 s / _SEGMENT_BUILDS in all.
 _SEGMENT_BUILDS = 4
-#: The most segments one index run covers. Merging two runs of k segments costs O(k S)
-#: (a binary search of one into the other and two scatters, ~50 ms at 8 + 8 segments of
-#: 262,144 rows); longer runs would also keep more expired rows' index entries (a run
-#: lives until its last block expires).
+#: A run grows by merging up to this many times ``segment_blocks`` blocks. Merging two
+#: runs of n rows each costs O(n log n) in C (a binary search of one into the other and
+#: two scatters: ~50 ms at 2 x 2 million rows); longer runs would also keep more expired
+#: rows' index entries (a run lives until its last block expires).
 _RUN_SEGMENTS = 16
 
 _FEW = 4  # gathers of at most this many rows go value by value
@@ -111,15 +112,16 @@ def _last(b: _Block) -> object:
 
 
 class _Run:
-    """An index of one attribute over the complete segments ``[g0, g1)``: the values in
-    ascending order (ties in seq order) and their offsets from seq ``g0 x S``."""
+    """An index of one attribute over the sealed blocks ``[k0, k1)`` (block numbers: seq
+    // B), an aligned power-of-two range: the values in ascending order (ties in seq
+    order) and their offsets from seq ``k0 x B``."""
 
-    __slots__ = ("g0", "g1", "order", "vals")
+    __slots__ = ("k0", "k1", "order", "vals")
 
-    def __init__(self, g0: int, g1: int, vals: np.ndarray, order: np.ndarray):
-        self.g0, self.g1, self.vals, self.order = g0, g1, vals, order
+    def __init__(self, k0: int, k1: int, vals: np.ndarray, order: np.ndarray):
+        self.k0, self.k1, self.vals, self.order = k0, k1, vals, order
 
-    def merged(self, later: _Run, segment_rows: int) -> _Run:
+    def merged(self, later: _Run, block_rows: int) -> _Run:
         """This run and the adjacent ``later`` one as one run. O(n log n) in C for the
         binary search of the later values into these, O(n) for the scatters."""
         n, m = len(self.vals), len(later.vals)
@@ -129,13 +131,13 @@ class _Run:
         vals = np.empty(n + m, dtype=self.vals.dtype)
         vals[at], vals[mine] = later.vals, self.vals
         order = np.empty(n + m, dtype=np.int64)
-        order[at] = later.order + (later.g0 - self.g0) * segment_rows
+        order[at] = later.order + (later.k0 - self.k0) * block_rows
         order[mine] = self.order
-        return _Run(self.g0, later.g1, vals, order)
+        return _Run(self.k0, later.k1, vals, order)
 
 
-def _g0(run: _Run) -> int:
-    return run.g0
+def _k0(run: _Run) -> int:
+    return run.k0
 
 
 class _GatherPlan:
@@ -176,10 +178,13 @@ class DataSteM:
             raise ValueError("segment_blocks must be positive")
         self.schema = schema
         self.block_rows = block_rows
-        self.segment_rows = block_rows * segment_blocks
+        # The most blocks indexed at once, and the most one run covers (powers of two,
+        # so runs stay aligned as they merge).
+        self._build_blocks = 1 << (segment_blocks.bit_length() - 1)
+        self._max_run = self._build_blocks * _RUN_SEGMENTS
         self.chunk_rows = block_rows * _CHUNK_BLOCKS
         self._blocks: list[_Block] = []
-        # attr position -> its index runs over complete segments, ascending and disjoint.
+        # attr position -> its index runs over sealed blocks, ascending and disjoint.
         self._index_runs: dict[int, list[_Run]] = {}
         self._end = 0  # next seq to assign
         self._ti = schema.time_index
@@ -234,16 +239,12 @@ class DataSteM:
 
     def _counted(self) -> tuple[int, dict[int, int]]:
         """``(nbytes, indexed)`` recounted from the blocks (for ``_check``). O(blocks)."""
-        total, indexed = 0, {}
-        per_segment = self.segment_rows // self.block_rows
-        for b in self._blocks:
-            total += _block_bytes(b) + _index_bytes(b.sorted.values())
-            for i in b.sorted:
-                indexed[i] = indexed.get(i, 0) + 1
+        total = sum(_block_bytes(b) for b in self._blocks)
+        indexed: dict[int, int] = {}
         for i, runs in self._index_runs.items():
             for r in runs:
                 total += _index_bytes(((r.vals, r.order),))
-                indexed[i] = indexed.get(i, 0) + per_segment * (r.g1 - r.g0)
+                indexed[i] = indexed.get(i, 0) + r.k1 - r.k0
         return total, indexed
 
     def _count_index(self, i: int, entry: tuple[np.ndarray, np.ndarray], blocks: int) -> None:
@@ -313,18 +314,15 @@ class DataSteM:
             dropped = sum(b.n for b in blocks[:k])
             for b in blocks[:k]:
                 self._bytes -= _block_bytes(b)
-                for i, entry in b.sorted.items():
-                    self._count_index(i, entry, -1)
             gone = blocks[k - 1].chunk
             del blocks[:k]
             if not blocks or blocks[0].chunk is not gone:
                 self._spare = gone  # every block of it expired
             base = blocks[0].first if blocks else self._end
-            S = self.segment_rows
             for i, runs in self._index_runs.items():
-                while runs and runs[0].g1 * S <= base:  # every block of it expired
+                while runs and runs[0].k1 * B <= base:  # every block of it expired
                     r = runs.pop(0)
-                    self._count_index(i, (r.vals, r.order), -(r.g1 - r.g0) * (S // B))
+                    self._count_index(i, (r.vals, r.order), -(r.k1 - r.k0))
             return dropped
         return 0
 
@@ -542,14 +540,13 @@ class DataSteM:
 
         A constraint on the time attribute first narrows ``[s, e)`` to the rows whose
         timestamps may satisfy it (O(log n)). Cost: when the predicate has a bounded
-        constraint, one index lookup per complete
-        segment and per other sealed block crossed, O(log S + candidates) each (an index
-        is built on first need, O(S log S) once per segment and attribute, at most
-        ``_SEGMENT_BUILDS`` segments per probe: a complete segment still without its
-        index is scanned, O(S)); a vectorised scan of the open block; the remaining
-        factors are tested on the candidates of many segments and blocks at once (one
-        gather and one mask per ``_RESIDUAL_ROWS`` candidates: a new query over a long
-        history pays one Python step per segment, not four).
+        constraint, one index lookup per run crossed, O(log n + candidates) each: O(n /
+        (_RUN_SEGMENTS x segment_blocks x B) + log n) lookups over n sealed rows. A run is
+        built on first need, O(R log R) once per R rows and attribute, at most
+        ``_SEGMENT_BUILDS`` per probe: a sealed block still without its run is scanned,
+        O(B). The open block is scanned (vectorised). The remaining factors are tested on
+        the candidates of many runs and blocks at once (one gather and one mask per
+        ``_RESIDUAL_ROWS`` candidates).
         """
         if pred.unsatisfiable or s >= e or not self._blocks:
             return np.empty(0, dtype=np.int64)
@@ -558,39 +555,43 @@ class DataSteM:
         out: list[np.ndarray] = []
         held: list[np.ndarray] = []  # candidates not yet tested against ``rest``
         n_held = 0
-        builds = 0  # segment indexes built by this probe
+        builds = 0  # runs built by this probe
         ai = None if access is None else self.schema.index_of(access.attr)
-        S = self.segment_rows
-        base = self._blocks[0].first
+        B = self.block_rows
         last = self._blocks[-1]
-        sealed_end = last.first + last.n if last.n == self.block_rows else last.first
-        s, e = max(s, base), min(e, self._end)
+        sealed_end = last.first + last.n if last.n == B else last.first
+        s, e = max(s, self._blocks[0].first), min(e, self._end)
         if (tc := pred.constraint(self.schema.time)) is not None:
             s, e = self._time_span(tc, s, e)
         while s < e:
-            g = s // S
+            k = s // B
             run = None
-            whole = g * S >= base and (g + 1) * S <= sealed_end  # a complete segment
-            if ai is not None:
-                run = self._run_at(ai, g)
-                if run is None and whole and builds < _SEGMENT_BUILDS:
-                    run = self._index_segment(g, ai)
+            if ai is not None and s < sealed_end:
+                run = self._run_at(ai, k)
+                if run is None and builds < _SEGMENT_BUILDS:
+                    run = self._index_blocks(ai, k, sealed_end // B)
                     builds += 1
                 # else: scanned below, indexed by a later probe
             if run is not None:
-                stop = min(e, run.g1 * S)
-                r0 = run.g0 * S
+                stop = min(e, run.k1 * B)
+                r0 = run.k0 * B
                 offs = self._lookup((run.vals, run.order), access, s - r0, stop - r0,
-                                    len(run.vals))  # fmt: skip
+                                    (run.k1 - run.k0) * B)  # fmt: skip
                 self.index_lookups += 1
                 if len(offs):
                     held.append(offs + r0)
                     n_held += len(offs)
             else:
-                stop = min(e, (g + 1) * S)
-                k = len(held)
-                self._probe_blocks(access, s, stop, held, whole)
-                n_held += sum(len(h) for h in held[k:])
+                stop = min(e, (k + 1) * B)
+                b = self._blocks[k - self._blocks[0].first // B]
+                lo, hi = s - b.first, stop - b.first
+                if access is None:
+                    offs = np.arange(lo, hi, dtype=np.int64)
+                else:
+                    offs = lo + np.flatnonzero(access.mask(b.cols[ai][lo:hi]))
+                if len(offs):
+                    held.append(offs + b.first)
+                    n_held += len(offs)
             s = stop
             if n_held >= _RESIDUAL_ROWS and not rest.is_true:  # else held is the answer
                 out.append(self._residual(rest, held))
@@ -627,88 +628,56 @@ class DataSteM:
         vals = self.gather_many(sorted(rest.attrs()), seqs)
         return seqs[rest.mask(lambda a: vals[a], len(seqs))]
 
-    def _probe_blocks(
-        self, access: AttrConstraint | None, s: int, e: int, held: list, complete: bool = False
-    ) -> None:
-        """``probe``'s candidates block by block over ``[s, e)``: ascending seqs whose
-        ``access`` constraint may hold, appended to ``held``. A sealed block is looked up
-        in its own index (built on first need), except in a ``complete`` segment whose
-        index is not built yet: those blocks are scanned, since the segment's index will
-        replace theirs."""
-        for b, lo, hi in self._block_span(s, e):
-            if (
-                access is not None
-                and b.n == self.block_rows
-                and not (complete and self.schema.index_of(access.attr) not in b.sorted)
-            ):
-                offs = self._index_lookup(b, access, lo, hi)
-                self.index_lookups += 1
-            elif access is not None:
-                offs = lo + np.flatnonzero(
-                    access.mask(b.cols[self.schema.index_of(access.attr)][lo:hi])
-                )
-            else:
-                offs = np.arange(lo, hi)
-            if len(offs):
-                held.append(offs.astype(np.int64) + b.first)
-
-    def _run_at(self, i: int, g: int) -> _Run | None:
-        """The index run of attribute ``i`` that covers segment ``g``, if any.
+    def _run_at(self, i: int, k: int) -> _Run | None:
+        """The index run of attribute ``i`` that covers block ``k``, if any.
         O(log runs)."""
         runs = self._index_runs.get(i)
         if not runs:
             return None
-        k = bisect.bisect_right(runs, g, key=_g0) - 1
-        return runs[k] if k >= 0 and runs[k].g1 > g else None
+        j = bisect.bisect_right(runs, k, key=_k0) - 1
+        return runs[j] if j >= 0 and runs[j].k1 > k else None
 
-    def _index_segment(self, g: int, i: int) -> _Run:
-        """Index the complete segment ``g`` on attribute ``i`` (its blocks drop their own
-        index on it), merge it with its neighbours as far as they go, and return the run
-        that covers it. O(S log S) for the sort, O(run) for the merges: each row is
-        merged at most log2(_RUN_SEGMENTS) times in its life."""
-        S, B = self.segment_rows, self.block_rows
-        k0 = (g * S - self._blocks[0].first) // B
-        blocks = self._blocks[k0 : k0 + S // B]
-        col = np.concatenate([b.cols[i] for b in blocks])
-        order = np.argsort(col, kind="stable")
-        run = _Run(g, g + 1, col[order], order)
-        self._count_index(i, (run.vals, run.order), len(blocks))
-        for b in blocks:
-            if (old := b.sorted.pop(i, None)) is not None:
-                self._count_index(i, old, -1)
+    def _index_blocks(self, i: int, k: int, sealed_k: int) -> _Run:
+        """Index attribute ``i`` over the largest aligned range of up to
+        ``segment_blocks`` blocks around block ``k`` (not indexed yet) whose blocks are
+        all stored and sealed (below block ``sealed_k``), merge the run with its buddies
+        as far as they go, and return the run that covers block ``k``. O(R log R) for
+        the sort of R rows, O(run) for the merges: a row is merged at most
+        log2(_RUN_SEGMENTS x segment_blocks) times in its life."""
+        B = self.block_rows
+        first_k = self._blocks[0].first // B
         runs = self._index_runs.setdefault(i, [])
-        k = bisect.bisect_right(runs, g, key=_g0)
-        runs.insert(k, run)
-        while True:  # merge equal neighbours, as a binary counter carries
-            size = run.g1 - run.g0
-            if 2 * size > _RUN_SEGMENTS:
+        w = self._build_blocks
+        while w > 1:
+            a = k - k % w
+            j = bisect.bisect_left(runs, a + w, key=_k0) - 1  # the last run starting below
+            if a >= first_k and a + w <= sealed_k and (j < 0 or runs[j].k1 <= a):
                 break
-            if k > 0 and runs[k - 1].g1 == run.g0 and runs[k - 1].g1 - runs[k - 1].g0 == size:
-                k -= 1
-                pair = runs[k], run
-            elif (
-                k + 1 < len(runs)
-                and runs[k + 1].g0 == run.g1
-                and runs[k + 1].g1 - runs[k + 1].g0 == size
-            ):
-                pair = run, runs[k + 1]
+            w //= 2
+        a = k - k % w
+        blocks = self._blocks[a - first_k : a - first_k + w]
+        col = blocks[0].cols[i] if w == 1 else np.concatenate([b.cols[i] for b in blocks])
+        order = np.argsort(col, kind="stable")
+        run = _Run(a, a + w, col[order], order)
+        self._count_index(i, (run.vals, run.order), w)
+        j = bisect.bisect_right(runs, a, key=_k0)
+        runs.insert(j, run)
+        while 2 * w <= self._max_run:  # merge with the buddy, as a binary counter carries
+            if (run.k0 // w) % 2 == 0:
+                j2, want = j + 1, (run.k1, run.k1 + w)
             else:
+                j2, want = j - 1, (run.k0 - w, run.k0)
+            if not (0 <= j2 < len(runs) and (runs[j2].k0, runs[j2].k1) == want):
                 break
-            run = pair[0].merged(pair[1], S)
+            j = min(j, j2)
+            pair = runs[j], runs[j + 1]
+            run = pair[0].merged(pair[1], B)
             for old in pair:
-                self._count_index(i, (old.vals, old.order), -size * (S // B))
-            self._count_index(i, (run.vals, run.order), 2 * size * (S // B))
-            runs[k : k + 2] = [run]
+                self._count_index(i, (old.vals, old.order), -w)
+            self._count_index(i, (run.vals, run.order), 2 * w)
+            runs[j : j + 2] = [run]
+            w *= 2
         return run
-
-    def _index_lookup(self, b: _Block, c: AttrConstraint, lo: int, hi: int) -> np.ndarray:
-        i = self.schema.index_of(c.attr)
-        entry = b.sorted.get(i)
-        if entry is None:
-            order = np.argsort(b.cols[i], kind="stable").astype(np.int32)
-            entry = b.sorted[i] = (b.cols[i][order], order)
-            self._count_index(i, entry, 1)
-        return self._lookup(entry, c, lo, hi, b.n)
 
     @staticmethod
     def _lookup(
@@ -765,27 +734,24 @@ class DataSteM:
                 assert ts[0] >= prev_ts, "timestamps decrease across blocks"
             prev_ts = ts[b.n - 1]
             assert np.all(np.diff(b.tids[: b.n]) > 0), "tuple ids not increasing"
-            for i, (vals, order) in b.sorted.items():
-                assert b.n == B, "index on an open block"
-                assert np.array_equal(vals, b.cols[i][order])
-        S = self.segment_rows
         base = self._blocks[0].first if self._blocks else self._end
+        sealed = [b for b in self._blocks if b.n == B]
         for i, runs in self._index_runs.items():
             for r, nxt in zip(runs, [*runs[1:], None], strict=False):
-                assert r.g0 < r.g1 <= r.g0 + _RUN_SEGMENTS, "run size"
-                assert nxt is None or r.g1 <= nxt.g0, "runs overlap or out of order"
-                assert base < r.g1 * S <= self._end, "run expired or over incomplete data"
-                r0, lo = r.g0 * S, max(r.g0 * S, base)
-                k0 = (lo - base) // B
-                blocks = self._blocks[k0 : (r.g1 * S - base) // B]
-                assert all(b.n == B for b in blocks), "run over an open block"
-                assert all(i not in b.sorted for b in blocks), "block index inside a run"
-                assert len(r.vals) == len(r.order) == (r.g1 - r.g0) * S
+                w = r.k1 - r.k0
+                assert 0 < w <= self._max_run and w & (w - 1) == 0, "run size"
+                assert r.k0 % w == 0, "run not aligned"
+                assert nxt is None or r.k1 <= nxt.k0, "runs overlap or out of order"
+                assert base < r.k1 * B, "run expired"
+                lo = max(r.k0 * B, base)
+                blocks = [b for b in sealed if lo <= b.first < r.k1 * B]
+                assert len(blocks) == (r.k1 * B - lo) // B, "run over an open block"
+                assert len(r.vals) == len(r.order) == w * B
                 assert np.all(r.vals[1:] >= r.vals[:-1]), "run values not sorted"
-                live = r.order >= lo - r0  # entries of rows still stored
+                live = r.order >= lo - r.k0 * B  # entries of rows still stored
                 stored = np.concatenate([b.cols[i] for b in blocks])
-                assert np.array_equal(np.sort(r.order[live]), np.arange(lo - r0, len(r.vals)))
-                assert np.array_equal(r.vals[live], stored[r.order[live] - (lo - r0)])
+                assert np.array_equal(np.sort(r.order[live]), np.arange(lo - r.k0 * B, w * B))
+                assert np.array_equal(r.vals[live], stored[r.order[live] - (lo - r.k0 * B)])
         if self._blocks:
             last = self._blocks[-1]
             assert last.first + last.n == self._end
