@@ -90,7 +90,8 @@ def connect(
     ``"psoup-c"`` (keep each query's current window) or ``"nomat"`` (evaluate at invoke).
     ``block_rows`` sizes storage and result blocks (small values force many blocks, for
     tests); ``index_budget_bytes`` bounds each interval index's stabbing table;
-    ``segment_blocks`` is how many sealed blocks one stored-data index spans.
+    ``segment_blocks`` is how many sealed blocks a stored-data index is built over at once
+    (rounded down to a power of two; indexes then merge up to 16 times that).
     """
     from psoup.engine import Engine
 

@@ -345,7 +345,7 @@ def invoke_latency(windows: list[int], per_point: int, seed: int) -> Section:
         f"{max(windows):,}. Equality is r.a = x (selects 1/256 of the window); 1-interval "
         "r.a BETWEEN x AND x+15 (1/16); 2-interval ranges of 16 values on both a and b "
         "(1/256). 'rows' is the mean result size. NoMat "
-        "evaluates at invoke with the data SteM's per-block sorted indexes (not a plain scan)."
+        "evaluates at invoke with the data SteM's sorted index runs (not a plain scan)."
     )
     sec.plots.append("core_invoke.png")
     sec.series = series  # type: ignore[attr-defined]
