@@ -17,6 +17,7 @@ import socket
 import struct
 
 _COUNT = struct.Struct("<I")
+_IOV_MAX = 1024  # the most parts one sendmsg/recvmsg_into takes (Linux)
 
 
 def attach(conn) -> socket.socket:
@@ -30,23 +31,52 @@ def attach(conn) -> socket.socket:
 
 
 def send(sock: socket.socket, obj: object) -> None:
-    """Send ``obj``. O(its bytes), the columns not copied."""
+    """Send ``obj``: one ``sendmsg`` of the header, the pickle and every column (a
+    system call per part cost ~2 us each more). O(its bytes), the columns not copied."""
     buffers: list[pickle.PickleBuffer] = []
     head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
     raws = [b.raw() for b in buffers]
     sizes = [len(head), *(r.nbytes for r in raws)]
-    sock.sendall(_COUNT.pack(len(sizes)) + struct.pack(f"<{len(sizes)}Q", *sizes) + head)
-    for r in raws:
-        sock.sendall(r)
+    header = _COUNT.pack(len(sizes)) + struct.pack(f"<{len(sizes)}Q", *sizes)
+    _move(sock.sendmsg, [memoryview(header + head), *(r for r in raws if r.nbytes)])
 
 
 def recv(sock: socket.socket) -> object:
     """The next message; raises EOFError when the peer closed the connection."""
     (count,) = _COUNT.unpack(_exact(sock, _COUNT.size))
     sizes = struct.unpack(f"<{count}Q", _exact(sock, 8 * count))
-    head = _exact(sock, sizes[0])
-    buffers = [_exact(sock, n) for n in sizes[1:]]
-    return pickle.loads(head, buffers=buffers)
+    parts = [bytearray(n) for n in sizes]
+    _move(_received(sock), [memoryview(b) for b in parts if b])
+    return pickle.loads(parts[0], buffers=parts[1:])
+
+
+def _received(sock: socket.socket):
+    """``recvmsg_into`` as a count of bytes, raising EOFError at the end of the
+    connection."""
+
+    def into(views: list[memoryview]) -> int:
+        got = sock.recvmsg_into(views)[0]
+        if not got:
+            raise EOFError("the connection was closed")
+        return got
+
+    return into
+
+
+def _move(call, views: list[memoryview]) -> None:
+    """Call ``call(views)`` (a scatter/gather send or receive that returns how many
+    bytes it moved) until every view is done: one system call when the socket takes or
+    holds it all."""
+    while views:
+        done = call(views[:_IOV_MAX])
+        while done:
+            n = views[0].nbytes
+            if done >= n:
+                done -= n
+                views.pop(0)
+            else:
+                views[0] = views[0][done:]
+                done = 0
 
 
 def ready(sock: socket.socket, timeout: float) -> bool:
