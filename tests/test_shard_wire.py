@@ -18,6 +18,8 @@ def _pair() -> tuple[socket.socket, socket.socket]:
     with socket.create_server(("127.0.0.1", 0)) as srv:
         a = socket.create_connection(srv.getsockname())
         b, _ = srv.accept()
+    for s in (a, b):
+        s.settimeout(60)  # a lost or misread part fails the test instead of hanging it
     return a, b
 
 
