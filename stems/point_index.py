@@ -9,14 +9,19 @@ direct-address table replaces the binary search: O(n + matches).
 
 Registrations keep arriving while data flows (a vehicle registers when it connects), so
 changes do not recompile everything: additions go to a small *recent* level, compiled on
-its own, and removals to a *dead* set filtered out of the main level's answers. When the
-recent level or the dead set grows past an eighth of the main level, everything is
-compiled again: O(P log P), amortised over P/8 changes. Columns of strings (object dtype)
-keep a per-row map lookup.
+its own, and removals to a *dead* set filtered out of the main level's answers. The
+recent level is compiled again at the first probe after it changed, O(R log R); when it
+and the dead set together pass T entries, everything is compiled again, O(P log P). With
+c changes between two probes, a probe then costs ~c P / T + T: T = sqrt(2 c P) (c
+measured, smoothed over probes), at most P/8. On a Linear Road shard (~25 registrations
+between batches, ~100,000 queries) that is ~2,200 entries, where a fixed P/8 let the
+recent level grow to 12,500 and be recompiled whole before nearly every batch. Columns of
+strings (object dtype) keep a per-row map lookup.
 """
 
 from __future__ import annotations
 
+import math
 from itertools import chain
 
 import numpy as np
@@ -104,6 +109,8 @@ class PointIndex:
         self._dead: set[int] = set()  # removed since; their pairs in the main level are stale
         self._dead_arr: np.ndarray | None = None
         self.compilations = 0
+        self._changes = 0  # adds and removes since the last probe
+        self._per_probe = 1.0  # changes between two probes, smoothed
 
     def __len__(self) -> int:
         return len(self.table)
@@ -137,10 +144,16 @@ class PointIndex:
         self._maybe_recompile()
 
     def _maybe_recompile(self) -> None:
-        if self._main is not None and len(self._recent) + len(self._dead) > max(
-            64, len(self._main) // 8
-        ):
+        self._changes += 1
+        if self._main is not None and len(self._recent) + len(self._dead) > self._limit():
             self._main = None  # compiled again at the next probe
+
+    def _limit(self) -> int:
+        """How many changes the recent level and dead set hold before everything is
+        compiled again: sqrt(2 c P) balances the recent level's compile at each probe
+        against the main level's, at least 64 and at most P/8. O(1)."""
+        p = len(self._main)
+        return max(64, min(p // 8, int(math.sqrt(2.0 * self._per_probe * p))))
 
     def _levels(self) -> tuple[_Compiled, _Compiled | None]:
         if self._main is None:
@@ -161,6 +174,8 @@ class PointIndex:
             return _EMPTY, _EMPTY
         if self.dtype == object:
             return self._probe_objects(values)
+        self._per_probe += (max(self._changes, 1) - self._per_probe) / 8
+        self._changes = 0
         main, recent = self._levels()
         rows, ents = main.probe(values)
         if self._dead and len(ents):
