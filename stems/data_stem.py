@@ -21,9 +21,10 @@ with its equal-sized, aligned neighbour (its buddy, as in a binary counter) up t
 looks up the predicate's most selective constraint in each run it crosses, scans the
 open block, and tests the remaining factors on the candidates only; so probing n sealed
 rows costs O(n / (_RUN_SEGMENTS x segment_blocks x B) + log n) index lookups, not
-O(n / B) (a query registered over 25 million stored rows: 7 lookups, not 6,000; the
-sealed blocks of the newest 64: at most 6, not 63). A constraint on the time attribute
-first narrows the probe to one seq range.
+O(n / B) (a query registered over 25 million stored rows: 25 lookups, not 6,000; the
+sealed blocks of the newest 64: at most 6, not 63). A probe's own index work (sorts and
+merges) is bounded (``_SEGMENT_BUILDS``). A constraint on the time attribute first
+narrows the probe to one seq range.
 """
 
 from __future__ import annotations
@@ -80,19 +81,22 @@ _CHUNK_BLOCKS = 16
 #: ``probe`` tests its candidates against the rest of the predicate this many at a time at
 #: most (and once at the end): few Python steps, bounded memory for an unselective probe.
 _RESIDUAL_ROWS = 1 << 16
-#: A probe builds at most this many runs (each of at most ``segment_blocks`` blocks) and
-#: scans the other unindexed blocks it crosses. The first query over a long history would
+#: A probe sorts or merges at most this many times ``segment_blocks`` blocks' rows into
+#: index runs (``_allowed``: its first step always, so it makes progress) and scans the
+#: other unindexed blocks it crosses. The first query over a long history would
 #: otherwise sort all of it at once (25 million rows: 1.9 s, during which a Linear Road
-#: shard answered nothing). This way the sorting is spread, ~20 ms per 64 blocks of 4,096
-#: rows and so ~80 ms per probe at most, and until every block is indexed the probes
-#: scan the others (vectorised, O(B) per block: 25 ms for 25 million rows). Scans cost
-#: the first probes ~1.2 s / _SEGMENT_BUILDS in all.
-_SEGMENT_BUILDS = 4
-#: A run grows by merging up to this many times ``segment_blocks`` blocks. Merging two
-#: runs of n rows each costs O(n log n) in C (a binary search of one into the other and
-#: two scatters: ~50 ms at 2 x 2 million rows); longer runs would also keep more expired
-#: rows' index entries (a run lives until its last block expires).
-_RUN_SEGMENTS = 16
+#: shard answered nothing), and a registration that also merged a cascade of runs held
+#: its shard for up to 320 ms at L = 24. This way a probe's index work is ~2 x 262,144
+#: rows (~40 ms), at most one merge of 1 million rows (~25 ms) when that is its first
+#: step; until every block is indexed the probes scan the others (vectorised, O(B) per
+#: block: 25 ms for 25 million rows).
+_SEGMENT_BUILDS = 2
+#: A run grows by merging up to this many times ``segment_blocks`` blocks (1 million rows
+#: at the defaults). Merging two runs of n rows each costs O(n log n) in C (a binary
+#: search of one into the other and two scatters: ~25 ms at 2 x 512k rows); longer runs
+#: would mean longer merges on a probe's path and keep more expired rows' index entries
+#: (a run lives until its last block expires).
+_RUN_SEGMENTS = 4
 
 _FEW = 4  # gathers of at most this many rows go value by value
 
@@ -138,6 +142,12 @@ class _Run:
 
 def _k0(run: _Run) -> int:
     return run.k0
+
+
+def _allowed(spent: int, cost: int, budget: int) -> bool:
+    """Whether a probe that sorted or merged ``spent`` rows may spend ``cost`` more of
+    its ``budget``: its first step always (unless the budget is 0), then within it."""
+    return budget > 0 and (spent == 0 or spent + cost <= budget)
 
 
 class _GatherPlan:
@@ -542,9 +552,10 @@ class DataSteM:
         timestamps may satisfy it (O(log n)). Cost: when the predicate has a bounded
         constraint, one index lookup per run crossed, O(log n + candidates) each: O(n /
         (_RUN_SEGMENTS x segment_blocks x B) + log n) lookups over n sealed rows. A run is
-        built on first need, O(R log R) once per R rows and attribute, at most
-        ``_SEGMENT_BUILDS`` per probe: a sealed block still without its run is scanned,
-        O(B). The open block is scanned (vectorised). The remaining factors are tested on
+        built on first need, O(R log R) once per R rows and attribute, and merged with
+        its buddy; a probe sorts and merges at most ``_SEGMENT_BUILDS`` segments' rows
+        (its first step always): a sealed block still without its run is scanned, O(B).
+        The open block is scanned (vectorised). The remaining factors are tested on
         the candidates of many runs and blocks at once (one gather and one mask per
         ``_RESIDUAL_ROWS`` candidates).
         """
@@ -555,7 +566,8 @@ class DataSteM:
         out: list[np.ndarray] = []
         held: list[np.ndarray] = []  # candidates not yet tested against ``rest``
         n_held = 0
-        builds = 0  # runs built by this probe
+        # Rows this probe sorted or merged into runs, and how many it may (``_allowed``).
+        spent, budget = 0, _SEGMENT_BUILDS * self._build_blocks * self.block_rows
         ai = None if access is None else self.schema.index_of(access.attr)
         B = self.block_rows
         last = self._blocks[-1]
@@ -568,10 +580,14 @@ class DataSteM:
             run = None
             if ai is not None and s < sealed_end:
                 run = self._run_at(ai, k)
-                if run is None and builds < _SEGMENT_BUILDS:
-                    run = self._index_blocks(ai, k, sealed_end // B)
-                    builds += 1
-                # else: scanned below, indexed by a later probe
+                if run is None:
+                    a, w = self._index_range(ai, k, sealed_end // B)
+                    if _allowed(spent, w * B, budget):
+                        run = self._build_run(ai, a, w)
+                        spent += w * B
+                    # else: scanned below, indexed by a later probe
+                if run is not None and run.k1 - run.k0 < self._max_run:
+                    run, spent = self._merge_up(ai, run, spent, budget)
             if run is not None:
                 stop = min(e, run.k1 * B)
                 r0 = run.k0 * B
@@ -637,16 +653,13 @@ class DataSteM:
         j = bisect.bisect_right(runs, k, key=_k0) - 1
         return runs[j] if j >= 0 and runs[j].k1 > k else None
 
-    def _index_blocks(self, i: int, k: int, sealed_k: int) -> _Run:
-        """Index attribute ``i`` over the largest aligned range of up to
-        ``segment_blocks`` blocks around block ``k`` (not indexed yet) whose blocks are
-        all stored and sealed (below block ``sealed_k``), merge the run with its buddies
-        as far as they go, and return the run that covers block ``k``. O(R log R) for
-        the sort of R rows, O(run) for the merges: a row is merged at most
-        log2(_RUN_SEGMENTS x segment_blocks) times in its life."""
-        B = self.block_rows
-        first_k = self._blocks[0].first // B
-        runs = self._index_runs.setdefault(i, [])
+    def _index_range(self, i: int, k: int, sealed_k: int) -> tuple[int, int]:
+        """``(a, w)``: the largest aligned range of blocks ``[a, a + w)`` around block
+        ``k``, w a power of two up to ``segment_blocks``, whose blocks are all stored,
+        sealed (below block ``sealed_k``) and without a run of attribute ``i``.
+        O(log runs) per size tried."""
+        first_k = self._blocks[0].first // self.block_rows
+        runs = self._index_runs.get(i, [])
         w = self._build_blocks
         while w > 1:
             a = k - k % w
@@ -654,15 +667,32 @@ class DataSteM:
             if a >= first_k and a + w <= sealed_k and (j < 0 or runs[j].k1 <= a):
                 break
             w //= 2
-        a = k - k % w
+        return k - k % w, w
+
+    def _build_run(self, i: int, a: int, w: int) -> _Run:
+        """A new run of attribute ``i`` over the blocks ``[a, a + w)``. O(R log R) for
+        the sort of its R rows."""
+        first_k = self._blocks[0].first // self.block_rows
         blocks = self._blocks[a - first_k : a - first_k + w]
         col = blocks[0].cols[i] if w == 1 else np.concatenate([b.cols[i] for b in blocks])
         order = np.argsort(col, kind="stable")
         run = _Run(a, a + w, col[order], order)
         self._count_index(i, (run.vals, run.order), w)
-        j = bisect.bisect_right(runs, a, key=_k0)
-        runs.insert(j, run)
-        while 2 * w <= self._max_run:  # merge with the buddy, as a binary counter carries
+        runs = self._index_runs.setdefault(i, [])
+        runs.insert(bisect.bisect_right(runs, a, key=_k0), run)
+        return run
+
+    def _merge_up(self, i: int, run: _Run, spent: int, budget: int) -> tuple[_Run, int]:
+        """Merge ``run`` with its buddy (the equal-sized, aligned neighbour), as a binary
+        counter carries, while the probe's work allows (``_allowed``: ``spent`` rows of
+        sorting and merging so far, of ``budget``); returns the run that now covers
+        ``run``'s blocks and the rows spent. O(rows merged); a row is merged at most
+        log2(_RUN_SEGMENTS x segment_blocks) times in its life."""
+        B = self.block_rows
+        runs = self._index_runs[i]
+        w = run.k1 - run.k0
+        while 2 * w <= self._max_run and _allowed(spent, 2 * w * B, budget):
+            j = bisect.bisect_left(runs, run.k0, key=_k0)
             if (run.k0 // w) % 2 == 0:
                 j2, want = j + 1, (run.k1, run.k1 + w)
             else:
@@ -676,8 +706,9 @@ class DataSteM:
                 self._count_index(i, (old.vals, old.order), -w)
             self._count_index(i, (run.vals, run.order), 2 * w)
             runs[j : j + 2] = [run]
+            spent += 2 * w * B
             w *= 2
-        return run
+        return run, spent
 
     @staticmethod
     def _lookup(
