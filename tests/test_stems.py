@@ -28,9 +28,14 @@ point_sets = st.frozensets(st.integers(-3, 12), min_size=1, max_size=3)
     st.lists(st.tuples(st.booleans(), st.integers(0, 12), point_sets), max_size=30),
     st.lists(st.integers(-4, 14), max_size=40),
     st.sampled_from(("int64", "float64")),
+    st.sampled_from((0, 1, 3, None)),
 )
-def test_point_index_matches_brute_force(ops, values, dtype) -> None:
+def test_point_index_matches_brute_force(ops, values, dtype, limit) -> None:
+    """Probes equal brute force through every state of the levels: main, recent, dead,
+    and the main level absorbing the others (forced often with a small ``limit``)."""
     idx = PointIndex(np.dtype(dtype))
+    if limit is not None:
+        idx._limit = lambda: limit
     live: dict[int, frozenset] = {}
     for add, entry, points in ops:
         if add and entry not in live:
