@@ -11,7 +11,8 @@ Registrations keep arriving while data flows (a vehicle registers when it connec
 changes do not recompile everything: additions go to a small *recent* level, compiled on
 its own, and removals to a *dead* set filtered out of the main level's answers. The
 recent level is compiled again at the first probe after it changed, O(R log R); when it
-and the dead set together pass T entries, everything is compiled again, O(P log P). With
+and the dead set together pass T entries, the main level absorbs them, O(P log P) in C
+over arrays of (key, entry) pairs, not a walk of the table's P keys in Python. With
 c changes between two probes, a probe then costs ~c P / T + T: T = sqrt(2 c P) (c
 measured, smoothed over probes), at most P/8. On a Linear Road shard (~25 registrations
 between batches, ~100,000 queries) that is ~2,200 entries, where a fixed P/8 let the
