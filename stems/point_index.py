@@ -11,9 +11,10 @@ Registrations keep arriving while data flows (a vehicle registers when it connec
 changes do not recompile everything: additions go to a small *recent* level, compiled on
 its own, and removals to a *dead* set filtered out of the main level's answers. The
 recent level is compiled again at the first probe after it changed, O(R log R); when it
-and the dead set together pass T entries, the main level absorbs them, O(P log P) in C
-over arrays of (key, entry) pairs, not a walk of the table's P keys in Python. With
-c changes between two probes, a probe then costs ~c P / T + T: T = sqrt(2 c P) (c
+and the dead set together pass T entries, the main level absorbs them: a merge of two
+sorted arrays of (key, entry) pairs, O(P) in C, not a walk of the table's P keys in
+Python. With c changes between two probes, a probe then costs ~c P / T + T: T =
+sqrt(2 c P) (c
 measured, smoothed over probes), at most P/8. On a Linear Road shard (~25 registrations
 between batches, ~100,000 queries) that is ~2,200 entries, where a fixed P/8 let the
 recent level grow to 12,500 and be recompiled whole before nearly every batch. Columns of
@@ -53,10 +54,37 @@ class _Compiled:
     @classmethod
     def of_pairs(cls, keys: np.ndarray, ents: np.ndarray, dtype: np.dtype) -> _Compiled:
         """A level of the (key, entry) pairs given (any order; a repeated pair counts
-        once). O(n log n) in C, no Python step per pair: how the main level absorbs the
-        recent one (``PointIndex._levels``) without a walk over the whole table."""
+        once). O(n log n) in C, no Python step per pair."""
         order = np.lexsort((ents, keys))
-        keys, ents = keys[order], ents[order]
+        return cls._of_sorted(keys[order], ents[order], dtype)
+
+    @classmethod
+    def merged(
+        cls, a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], dtype: np.dtype
+    ) -> _Compiled:
+        """A level of two lists of (key, entry) pairs, each sorted by (key, entry): how
+        the main level absorbs the recent one (``PointIndex._levels``). Int keys: each
+        pair is packed into one int64 and the two sorted runs are merged by a stable
+        sort, which finds runs: O(n) in C, where a lexsort is O(n log n) and indirect.
+        Other keys, or packings that would overflow: ``of_pairs``."""
+        keys = np.concatenate((a[0], b[0]))
+        ents = np.concatenate((a[1], b[1]))
+        if dtype.kind != "i" or not len(keys):
+            return cls.of_pairs(keys, ents, dtype)
+        lo, hi, m = int(keys.min()), int(keys.max()), int(ents.max()) + 1
+        if int(ents.min()) < 0 or (hi - lo + 1) * m >= 1 << 62:
+            return cls.of_pairs(keys, ents, dtype)
+        packed = keys.astype(np.int64) - lo
+        packed *= m
+        packed += ents
+        packed.sort(kind="stable")  # two ascending runs: one merge
+        keys, ents = np.divmod(packed, m)
+        keys += lo
+        return cls._of_sorted(keys.astype(dtype, copy=False), ents, dtype)
+
+    @classmethod
+    def _of_sorted(cls, keys: np.ndarray, ents: np.ndarray, dtype: np.dtype) -> _Compiled:
+        """A level of pairs sorted by (key, entry), a repeated pair kept once. O(n) in C."""
         if len(keys) > 1:
             new = np.empty(len(keys), dtype=bool)
             new[0] = True
@@ -199,17 +227,24 @@ class PointIndex:
 
     def _absorbed(self) -> _Compiled:
         """The main level with the dead entries' pairs dropped and the recent level's
-        added: the table's pairs, from numpy arrays (O(P log P) in C) rather than a walk
-        of the table's P keys and their sets in Python (300,000 keys: ~50 ms of a
-        Linear Road shard's time, every few thousand registrations)."""
+        merged in: O(P) in C over arrays of (key, entry) pairs (``_Compiled.merged``),
+        not a walk of the table's P keys and their sets in Python (300,000 keys: ~50 ms
+        of a Linear Road shard's time, every few thousand registrations)."""
         keys, ents = self._main.pairs()
-        if self._dead:
-            live = ~np.isin(ents, np.fromiter(self._dead, dtype=np.int64, count=len(self._dead)))
+        if self._dead and len(ents):
+            dead = np.fromiter(self._dead, dtype=np.int64, count=len(self._dead))
+            top = max(int(ents.max()), int(dead.max()))
+            if min(int(dead.min()), int(ents.min())) >= 0 and top < 8 * len(ents) + (1 << 16):
+                gone = np.zeros(top + 1, dtype=bool)  # entries are numbered from 0: a
+                gone[dead] = True  # table lookup, O(P), where isin sorts
+                live = ~gone[ents]
+            else:
+                live = ~np.isin(ents, dead)
             keys, ents = keys[live], ents[live]
-        if self._recent:
-            rk, re_ = (self._recent_compiled or _Compiled(self._recent, self.dtype)).pairs()
-            keys, ents = np.concatenate((keys, rk)), np.concatenate((ents, re_))
-        return _Compiled.of_pairs(keys, ents, self.dtype)
+        if not self._recent:
+            return _Compiled._of_sorted(keys, ents, self.dtype)
+        recent = (self._recent_compiled or _Compiled(self._recent, self.dtype)).pairs()
+        return _Compiled.merged((keys, ents), recent, self.dtype)
 
     def probe(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row offsets, entries): every pair where row's value is one of entry's points.
@@ -256,6 +291,8 @@ class PointIndex:
             m = self._main
             assert len(m.flat) == m.starts[-1]
             assert np.all(m.keys[1:] > m.keys[:-1]), "compiled keys not strictly ascending"
+            k, e = m.pairs()  # sorted by (key, entry): what ``_Compiled.merged`` relies on
+            assert np.all((k[1:] > k[:-1]) | (e[1:] > e[:-1])), "a key's entries not ascending"
             if not self._stale and self.dtype != object:
                 # main minus dead, plus recent, is the table
                 got = {(k, e) for k, e in zip(*(a.tolist() for a in m.pairs()), strict=True)

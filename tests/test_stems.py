@@ -51,6 +51,31 @@ def test_point_index_matches_brute_force(ops, values, dtype, limit) -> None:
         idx._check()
 
 
+pair_lists = st.lists(
+    st.tuples(st.one_of(st.integers(-5, 5), st.integers(-(2**62), 2**62)), st.integers(0, 9)),
+    max_size=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pair_lists, pair_lists, st.sampled_from(("int64", "float64")))
+def test_merging_two_sorted_levels_equals_sorting_their_pairs(a, b, dtype) -> None:
+    """``_Compiled.merged`` (the main level absorbing the recent one) gives the level
+    of all the pairs, a pair in both once, packed or not (huge keys overflow the
+    packing and take the sorting path)."""
+    if dtype == "float64":
+        a, b = [(k % 7, e) for k, e in a], [(k % 7, e) for k, e in b]
+
+    def arrays(pairs):
+        pairs = sorted(set(pairs))
+        return (np.array([k for k, _ in pairs], dtype=dtype),
+                np.array([e for _, e in pairs], dtype=np.int64))  # fmt: skip
+
+    level = _Compiled.merged(arrays(a), arrays(b), np.dtype(dtype))
+    keys, ents = level.pairs()
+    assert list(zip(keys.tolist(), ents.tolist(), strict=True)) == sorted(set(a) | set(b))
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     st.dictionaries(st.integers(-50, 50), st.sets(st.integers(0, 40), min_size=1, max_size=4)),
