@@ -18,6 +18,7 @@ from test_property import Runner, _Engine, _settings
 
 import psoup
 from psoup.engine import Engine
+from psoup.storage import checkpoint
 from psoup.storage import log as wal
 from psoup.storage.durable import DataDir, DirectoryBusyError
 from psoup.storage.log import Sync
@@ -165,9 +166,15 @@ def test_a_missing_load_file_refuses_to_open(tmp_path: Path) -> None:
         psoup.connect(tmp_path)
 
 
+@pytest.mark.parametrize("step", [None, 64 << 10], ids=["default-steps", "64k-steps"])
 def test_an_unchanged_stream_is_linked_into_the_next_checkpoint_not_written(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch, step
 ) -> None:
+    """With small steps the files are forced as they are written and an old checkpoint's
+    files cut down before deletion, except the one linked into the newer checkpoint,
+    which must come back whole."""
+    if step is not None:
+        monkeypatch.setattr(checkpoint, "SYNC_STEP_BYTES", step)
     db = psoup.connect(tmp_path)
     db.create_stream("big", {"v": "int", "t": "int"}, time="t")
     db.create_stream("small", {"v": "int", "t": "int"}, time="t")
