@@ -30,6 +30,7 @@ import numpy as np
 from clients.errors import PSoupRpcError, Unavailable
 from clients.psoup_client import PSoupClient
 from psoup.child import in_child
+from psoup.heap import HeapFreezer
 from psoup.linear_road import live
 from psoup.linear_road.check import CONVENTION_FILE, CSV_BLOCK, DEADLINES, FILES, input_error
 from psoup.linear_road.network import REPORT_FIELDS
@@ -470,6 +471,10 @@ def replay(
         total=total, desc="simulated seconds", unit="s", enabled=progress and not show_live
     )
     stop_live = live.maybe(counters, speedup, show_live)
+    # The driver's own heap holds ~2 tracked objects per vehicle it has seen (1.5 million
+    # at L = 24); a full collection over them stopped every thread here for ~0.4-1.3 s, and
+    # the answers emitted meanwhile came out late. Frozen every second, as the server's is.
+    freezer = HeapFreezer(1.0)
     for s, rows in ahead:
         due = clock["start"] + s / speedup
         pause = due - time.monotonic()
@@ -487,6 +492,7 @@ def replay(
         if len(pending) > 4096:  # keep the futures of answered requests from piling up
             pending = [f for f in pending if not f.done() or f.result()]
         bar.update(1)
+        freezer.tick()
     bar.close()
     sent.put(None)
     for f in pending:
