@@ -15,6 +15,7 @@ toll-alert convention of the run is written next to the answers (``convention``)
 
 from __future__ import annotations
 
+import collections
 import os
 import queue
 import resource
@@ -377,7 +378,12 @@ def replay(
 
     sent = queue.Queue()  # per-second batches for the ingest stream; None ends it
     acked = {"n": 0}
-    ack_cond = threading.Condition()
+    # Requests whose second's batch is not acknowledged yet, in order: (row, batches
+    # needed, when read). They are handed to the request workers once it is, so that no
+    # worker sits waiting for an ack (8 workers, each holding a request ~25 ms for its ack
+    # and ~10 ms in its call, fell behind at L = 32).
+    held: collections.deque[tuple[np.ndarray, int, float]] = collections.deque()
+    held_lock = threading.Lock()  # guards acked, held and pending
     vehicles = {} if vehicles is None else vehicles
     for v in vehicles.values():
         v.client = client
@@ -411,9 +417,19 @@ def replay(
         for _ack in client.ingest("positions", batches()):
             s, t_sent = sent_at.get()
             ack_ms[s] = (time.perf_counter() - t_sent) * 1e3
-            with ack_cond:
+            with held_lock:
                 acked["n"] += 1
-                ack_cond.notify_all()
+                while held and held[0][1] <= acked["n"]:
+                    row, _needed, w0 = held.popleft()
+                    pending.append(pool.submit(answer, row, w0))
+
+    def request(row: np.ndarray, needed: int, w0: float) -> None:
+        # Answered once the request's second is fully ingested (``needed`` batches acked).
+        with held_lock:
+            if held or acked["n"] < needed:
+                held.append((row, needed, w0))
+            else:
+                pending.append(pool.submit(answer, row, w0))
 
     def vehicle(vid: int) -> Vehicle:
         with vlock:
@@ -422,11 +438,9 @@ def replay(
                 v = vehicles[vid] = Vehicle(client, vid)
             return v
 
-    def answer(row: np.ndarray, needed: int, w0: float) -> None:
-        # w0: when the request was read. What precedes the call (a free worker, the ack
-        # of the request's second) counts in its first phase.
-        with ack_cond:  # the request's second is fully ingested first
-            ack_cond.wait_for(lambda: acked["n"] >= needed, timeout=600)
+    def answer(row: np.ndarray, w0: float) -> None:
+        # w0: when the request was read. What precedes the call (the ack of the request's
+        # second, a free worker) counts in its first phase.
         w1 = time.perf_counter()
         kind, t, vid = int(row[0]), int(row[1]), int(row[2])
         v = vehicle(vid)
@@ -454,13 +468,13 @@ def replay(
         with vlock:
             phases.append(((w1 - w0) * 1e3, (w2 - w1) * 1e3))
 
-    acker = threading.Thread(target=consume_acks, daemon=True)
-    acker.start()
-    sampler = threading.Thread(target=sample, daemon=True)
     # A request's wait for a worker counts in its first phase: at L = 14 requests queued
     # here for seconds while every call took < 0.7 s.
     pool = ThreadPoolExecutor(max_workers=REQUEST_WORKERS)
     pending: list = []
+    acker = threading.Thread(target=consume_acks, daemon=True)
+    acker.start()
+    sampler = threading.Thread(target=sample, daemon=True)
     n_sent = 0
     ahead = _ReadAhead(input_path, start=start, until=until)
     ahead.first_ready.wait()  # the first block is parsed before the clock starts
@@ -488,17 +502,22 @@ def replay(
             sent.put({f: reports[:, i + 1] for i, f in enumerate(REPORT_FIELDS)})
             n_sent += 1
         for row in rows[(rows[:, 0] == 2) | (rows[:, 0] == 3)]:
-            pending.append(pool.submit(answer, row, n_sent, time.perf_counter()))
-        if len(pending) > 4096:  # keep the futures of answered requests from piling up
-            pending = [f for f in pending if not f.done() or f.result()]
+            request(row, n_sent, time.perf_counter())
+        with held_lock:
+            if len(pending) > 4096:  # keep the futures of answered requests from piling up
+                pending[:] = [f for f in pending if not f.done() or f.result()]
         bar.update(1)
         freezer.tick()
     bar.close()
     sent.put(None)
-    for f in pending:
+    acker.join(timeout=600)
+    with held_lock:  # none, unless the ingest stream ended early: answered anyway
+        while held:
+            row, _needed, w0 = held.popleft()
+            pending.append(pool.submit(answer, row, w0))
+    for f in list(pending):
         f.result()
     pool.shutdown()
-    acker.join(timeout=600)
     # Every derived row reaches the alert service: wait until as many arrived as the server
     # made (its streams count them).
     made = _derived_made(client)
