@@ -214,3 +214,15 @@ def test_a_name_reserved_since_it_was_stored_still_comes_back(tmp_path: Path, cl
     assert back.streams["select"].schema.names == ("from", "t")
     assert len(back.streams["select"].stem) == 1
     back.close()
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 7])
+def test_the_catalog_encoded_in_chunks_is_the_whole_catalog(monkeypatch, n) -> None:
+    """The queries are encoded a chunk at a time (so the writer lets the engine thread
+    run between chunks); the bytes parse as the catalog encoded at once."""
+    monkeypatch.setattr(checkpoint, "_QUERY_CHUNK", 3)
+    queries = [(f"h{i}", "SELECT v FROM s", {"v": i}, None if i % 2 else "c", i + 0.5)
+               for i in range(n)]  # fmt: skip
+    catalog = {"lsn": 7, "next_tid": 9, "streams": [{"name": "s"}], "states": {}}
+    got = json.loads(checkpoint._catalog_json(catalog, iter(queries)))
+    assert got == {**catalog, "queries": [list(q) for q in queries]}

@@ -171,15 +171,8 @@ def write(
     for name, blob in img.states.items():
         states[name] = f"{name}.state"
         _write_bytes(tmp / states[name], blob)
-    catalog = {
-        "lsn": lsn,
-        "next_tid": img.next_tid,
-        "streams": streams,
-        "queries": [list(q) for q in img.queries],
-        "states": states,
-    }
-    # No indent: json then encodes in C, 2.3x as fast (150,000 queries: 884 -> 381 ms).
-    _write_bytes(tmp / "catalog.json", (json.dumps(catalog) + "\n").encode())
+    catalog = {"lsn": lsn, "next_tid": img.next_tid, "streams": streams, "states": states}
+    _write_bytes(tmp / "catalog.json", _catalog_json(catalog, img.queries))
     for p in tmp.iterdir():
         with open(p, "rb") as f:
             os.fsync(f.fileno())
@@ -189,6 +182,31 @@ def write(
     reuse.clear()
     reuse.update(written)
     return final
+
+
+#: Queries encoded per ``json.dumps`` call in a catalog: ~5 ms of C each.
+_QUERY_CHUNK = 2048
+
+
+def _catalog_json(catalog: dict, queries) -> bytes:
+    """``catalog`` with ``"queries"``: the rows of ``queries`` (in order), as JSON bytes.
+    The queries are encoded a chunk at a time: ``json`` encodes in C (2.3x as fast as its
+    Python encoder, which an indent selects) but holds the interpreter lock for a whole
+    call, and the checkpoint writer runs beside the engine thread: 150,000 queries took
+    ~0.4 s in one call, and in the durable Linear Road run at L = 32 calls waited up to
+    1.1 s at checkpoints. O(queries)."""
+    parts = [json.dumps(catalog)[:-1], ', "queries": [']
+    chunk: list = []
+    first = True
+    for q in queries:
+        chunk.append(list(q))
+        if len(chunk) == _QUERY_CHUNK:
+            parts.append(("" if first else ",") + json.dumps(chunk)[1:-1])
+            chunk, first = [], False
+    if chunk:
+        parts.append(("" if first else ",") + json.dumps(chunk)[1:-1])
+    parts.append("]}\n")
+    return "".join(parts).encode()
 
 
 def _arrow_type(t: str):
