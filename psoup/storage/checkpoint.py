@@ -23,7 +23,8 @@ A checkpoint is written beside a live log, on a thread of its own, and the log's
 for one writeback, and old files are cut down in steps of as many bytes before they are
 deleted (RocksDB's ``bytes_max_delete_chunk``), so no single unlink frees gigabytes in one
 journal commit. On this machine's disk a 1.5 GB file written whole stalled a 20 kB log
-append's ``fdatasync`` for up to 210 ms; written in 8 MB steps, 34 ms.
+append's ``fdatasync`` for up to 252 ms; written in these steps, 6 ms (deleted: 59 against
+13 ms).
 """
 
 from __future__ import annotations
