@@ -134,16 +134,18 @@ class QueryRows(Sequence):
     def __init__(self, queries: list[Query]):
         self._queries = queries
 
+    @staticmethod
+    def _row(q: Query) -> tuple[str, str, dict, str | None, float]:
+        return (q.handle, q.text, dict(q.params), q.owner, q.registered_at)
+
     def __len__(self) -> int:
         return len(self._queries)
 
     def __getitem__(self, i):
-        q = self._queries[i]
-        return (q.handle, q.text, dict(q.params), q.owner, q.registered_at)
+        return self._row(self._queries[i])
 
     def __iter__(self):
-        for q in self._queries:
-            yield (q.handle, q.text, dict(q.params), q.owner, q.registered_at)
+        return map(self._row, self._queries)
 
 
 @dataclass

@@ -14,11 +14,10 @@ recent level is compiled again at the first probe after it changed, O(R log R); 
 and the dead set together pass T entries, the main level absorbs them: a merge of two
 sorted arrays of (key, entry) pairs, O(P) in C, not a walk of the table's P keys in
 Python. With c changes between two probes, a probe then costs ~c P / T + T: T =
-sqrt(2 c P) (c
-measured, smoothed over probes), at most P/8. On a Linear Road shard (~25 registrations
-between batches, ~100,000 queries) that is ~2,200 entries, where a fixed P/8 let the
-recent level grow to 12,500 and be recompiled whole before nearly every batch. Columns of
-strings (object dtype) keep a per-row map lookup.
+sqrt(2 c P) (c measured, smoothed over probes), at most P/8. On a Linear Road shard
+(~25 registrations between batches, ~100,000 queries) that is ~2,200 entries, where a
+fixed P/8 let the recent level grow to 12,500 and be recompiled whole before nearly every
+batch. Columns of strings (object dtype) keep a per-row map lookup.
 """
 
 from __future__ import annotations

@@ -174,10 +174,7 @@ def write(
         _write_bytes(tmp / states[name], blob)
     catalog = {"lsn": lsn, "next_tid": img.next_tid, "streams": streams, "states": states}
     _write_bytes(tmp / "catalog.json", _catalog_json(catalog, img.queries))
-    for p in tmp.iterdir():
-        with open(p, "rb") as f:
-            os.fsync(f.fileno())
-    fsync_dir(tmp)
+    fsync_dir(tmp)  # each file was forced by its writer; a linked one was already
     os.replace(tmp, final)
     fsync_dir(root)
     reuse.clear()
