@@ -15,6 +15,7 @@ invoke:   NOW and window -> visible seq range -> strategy rows -> project / aggr
 from __future__ import annotations
 
 import functools
+import json
 import math
 import operator
 import secrets
@@ -102,6 +103,9 @@ class Query:
     read_at: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
     # The select items' positions in the stream, in output order (a plain selection).
     out_at: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
+    # Its checkpoint catalog row as JSON, made by the first checkpoint that holds it
+    # (QueryRows.encoded): the fields it is made of never change.
+    catalog_json: str | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -146,6 +150,20 @@ class QueryRows(Sequence):
 
     def __iter__(self):
         return map(self._row, self._queries)
+
+    def encoded(self) -> list[str]:
+        """Each row as a JSON array, encoded once per query and kept on it
+        (``Query.catalog_json``), so a checkpoint encodes only the queries registered
+        since the one before: O(queries) of lookups plus O(new queries) of encoding.
+        The writer runs beside the engine thread, and every row it encodes holds the
+        interpreter lock the engine needs."""
+        out = []
+        for q in self._queries:
+            js = q.catalog_json
+            if js is None:
+                js = q.catalog_json = json.dumps(list(self._row(q)))
+            out.append(js)
+        return out
 
 
 @dataclass

@@ -216,13 +216,33 @@ def test_a_name_reserved_since_it_was_stored_still_comes_back(tmp_path: Path, cl
     back.close()
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 7])
-def test_the_catalog_encoded_in_chunks_is_the_whole_catalog(monkeypatch, n) -> None:
-    """The queries are encoded a chunk at a time (so the writer lets the engine thread
-    run between chunks); the bytes parse as the catalog encoded at once."""
-    monkeypatch.setattr(checkpoint, "_QUERY_CHUNK", 3)
-    queries = [(f"h{i}", "SELECT v FROM s", {"v": i}, None if i % 2 else "c", i + 0.5)
-               for i in range(n)]  # fmt: skip
+@pytest.mark.parametrize("n", [0, 1, 2, 7])
+def test_the_catalog_holds_every_query_as_registered(n) -> None:
+    """A checkpoint's catalog lists the engine's queries in registration order, with the
+    fields they were registered with; rows encoded for an earlier checkpoint (kept on
+    the query) are the same as fresh ones, and only new queries are encoded again."""
+    db = Engine()
+    db.create_stream("s", {"v": "int", "t": "int"}, time="t")
+
+    def register(i: int) -> None:
+        owner = None if i % 2 else f"c{i}"
+        db.restore_query(f"h{i}", "SELECT v FROM s WHERE v = :v BEGIN 0 END NOW", {"v": i},
+                         owner, 1000.0 + i)  # fmt: skip
+
     catalog = {"lsn": 7, "next_tid": 9, "streams": [{"name": "s"}], "states": {}}
-    got = json.loads(checkpoint._catalog_json(catalog, iter(queries)))
-    assert got == {**catalog, "queries": [list(q) for q in queries]}
+    for i in range(n):
+        register(i)
+    first = db.capture().queries
+    got = json.loads(checkpoint._catalog_json(catalog, first))
+    assert got == {**catalog, "queries": [list(q) for q in first]}
+    assert got["queries"] == json.loads(checkpoint._catalog_json(catalog, iter(first)))["queries"]
+    kept = {q.handle: q.catalog_json for q in db.queries.values()}
+    assert all(kept.values()) and len(kept) == n
+    for i in range(n, 2 * n + 1):
+        register(i)
+    again = json.loads(checkpoint._catalog_json(catalog, db.capture().queries))["queries"]
+    assert [q[0] for q in again] == [f"h{i}" for i in range(2 * n + 1)]
+    text = "SELECT v FROM s WHERE v = :v BEGIN 0 END NOW"
+    assert again == [[f"h{i}", text, {"v": i}, None if i % 2 else f"c{i}", 1000.0 + i]
+                     for i in range(2 * n + 1)]  # fmt: skip
+    assert all(q.catalog_json is kept[q.handle] for q in db.queries.values() if q.handle in kept)

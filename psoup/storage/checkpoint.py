@@ -35,7 +35,7 @@ import os
 import shutil
 from pathlib import Path
 
-from psoup.engine import EngineImage, StreamImage
+from psoup.engine import EngineImage, QueryRows, StreamImage
 from psoup.storage.arrow import to_arrow, to_numpy
 from psoup.storage.log import fsync_dir
 from psoup.values import Schema
@@ -182,29 +182,16 @@ def write(
     return final
 
 
-#: Queries encoded per ``json.dumps`` call in a catalog: ~5 ms of C each.
-_QUERY_CHUNK = 2048
-
-
 def _catalog_json(catalog: dict, queries) -> bytes:
     """``catalog`` with ``"queries"``: the rows of ``queries`` (in order), as JSON bytes.
-    The queries are encoded a chunk at a time: ``json`` encodes in C (2.3x as fast as its
-    Python encoder, which an indent selects) but holds the interpreter lock for a whole
-    call, and the checkpoint writer runs beside the engine thread: 150,000 queries took
-    ~0.4 s in one call, and in the durable Linear Road run at L = 32 calls waited up to
-    1.1 s at checkpoints. O(queries)."""
-    parts = [json.dumps(catalog)[:-1], ', "queries": [']
-    chunk: list = []
-    first = True
-    for q in queries:
-        chunk.append(list(q))
-        if len(chunk) == _QUERY_CHUNK:
-            parts.append(("" if first else ",") + json.dumps(chunk)[1:-1])
-            chunk, first = [], False
-    if chunk:
-        parts.append(("" if first else ",") + json.dumps(chunk)[1:-1])
-    parts.append("]}\n")
-    return "".join(parts).encode()
+    The rows of an engine's image (``QueryRows``) come encoded already, each once in its
+    query's life; others are encoded here. O(queries) of joining, O(new queries) of
+    encoding."""
+    if isinstance(queries, QueryRows):
+        rows = queries.encoded()
+    else:
+        rows = [json.dumps(list(q)) for q in queries]
+    return "".join((json.dumps(catalog)[:-1], ', "queries": [', ",".join(rows), "]}\n")).encode()
 
 
 def _arrow_type(t: str):
