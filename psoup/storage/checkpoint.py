@@ -33,6 +33,7 @@ import contextlib
 import json
 import os
 import shutil
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from psoup.engine import EngineImage, QueryRows, StreamImage
@@ -109,49 +110,65 @@ def _delete(path: Path) -> None:
             path.unlink()
 
 
-def write(
-    root: Path, lsn: int, img: EngineImage, reuse: dict[str, tuple[tuple, Path, int]] | None = None
-) -> Path:
-    """Write ``img`` as the checkpoint at ``lsn`` under ``root``; returns its directory.
-    ``reuse`` maps a stream to (version, file, rows) of its file in an earlier
-    checkpoint: a stream whose version is unchanged is hard-linked, not written again
-    (a 25-million-row history costs nothing after its first checkpoint); it is updated
-    with this checkpoint's files. O(rows of the changed streams) of writing; the arrays
-    are not copied (strings aside)."""
-    reuse = {} if reuse is None else reuse
-    import pyarrow as pa
+#: Rows of a stream per run file: a checkpoint writes a stream as files of runs of this
+#: many rows (by seq), and a run whose rows were all sealed when an earlier checkpoint
+#: wrote it is hard-linked from there, not written again. Storage blocks are aligned in
+#: seq and never change once sealed, so what a checkpoint writes is what was appended
+#: since the one before (plus one open run per stream), not everything retained.
+RUN_ROWS = 1 << 16
 
+
+@dataclass
+class _Run:
+    """A run file of sealed rows: the rows with seqs ``first`` .. ``first + rows - 1`` of
+    the stem ``uid``."""
+
+    path: Path
+    uid: int
+    first: int
+    rows: int
+
+
+@dataclass
+class _StreamFiles:
+    """What a checkpoint wrote for one stream, for the next one to link."""
+
+    version: tuple
+    files: list[dict]  # the catalog's entries: {"file", "skip", "rows"}
+    paths: list[Path]  # where each entry's file is
+    runs: dict[int, _Run]  # run number -> its file, for runs of sealed rows only
+
+
+def write(root: Path, lsn: int, img: EngineImage, reuse: dict | None = None) -> Path:
+    """Write ``img`` as the checkpoint at ``lsn`` under ``root``; returns its directory.
+    ``reuse`` is what the previous checkpoint of the same engine left there (start with
+    an empty dict and pass it to each): a stream whose version is unchanged has all its
+    files hard-linked, and any other stream's runs of sealed rows written before are
+    linked too (a 25-million-row history costs nothing after its first checkpoint, a
+    growing stream only its new rows). It is updated with this checkpoint's files.
+    O(rows written) of writing: new rows plus one run per stream; O(runs) of linking. The
+    arrays are not copied (strings aside)."""
+    reuse = {} if reuse is None else reuse
     root.mkdir(exist_ok=True)
     final = root / f"{lsn:016x}"
     tmp = root / f"{lsn:016x}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     streams = []
-    written: dict[str, tuple[tuple, Path, int]] = {}
+    written: dict[str, _StreamFiles] = {}
     for k, si in enumerate(img.streams):
-        file = f"{k:04d}-{si.name}.arrow"
-        names = [*si.schema.names, TID]
-        schema = pa.schema(
-            [(n, _arrow_type(t)) for n, t in zip(si.schema.names, si.schema.types, strict=True)]
-            + [(TID, pa.int64())]
-        )
-        rows = 0
         old = reuse.get(si.name)
-        if old is not None and old[0] == si.version and si.version[0] and old[1].exists():
-            os.link(old[1], tmp / file)
-            rows = old[2]
+        if (old is not None and old.version == si.version and si.version[0]
+                and all(p.exists() for p in old.paths)):  # fmt: skip
+            for entry, path in zip(old.files, old.paths, strict=True):
+                os.link(path, tmp / entry["file"])
+            done = _StreamFiles(si.version, old.files, [final / e["file"] for e in old.files],
+                                {g: replace(r, path=final / r.path.name)
+                                 for g, r in old.runs.items()})  # fmt: skip
         else:
-            with pa.OSFile(str(tmp / file), "wb") as f, pa.ipc.new_file(f, schema) as w:
-                forced = _Stepped(tmp / file)
-                try:
-                    for cols, tids in si.parts:
-                        arrays = [to_arrow(c) for c in cols] + [pa.array(tids)]
-                        w.write_batch(pa.record_batch(arrays, names=names))
-                        rows += len(tids)
-                        forced.step(f.tell())
-                finally:
-                    forced.close()
-        written[si.name] = (si.version, final / file, rows)
+            done = _write_stream(tmp, final, f"{k:04d}-{si.name}", si,
+                                 old.runs if old is not None else {})  # fmt: skip
+        written[si.name] = done
         streams.append(
             {
                 "name": si.name,
@@ -161,8 +178,8 @@ def write(
                 "last_ts": si.last_ts,
                 "tuples_ingested": si.tuples_ingested,
                 "start_seq": si.start_seq,
-                "rows": rows,
-                "file": file,
+                "rows": sum(e["rows"] for e in done.files),
+                "files": done.files,
                 "owner": si.owner,
                 "grants": si.grants,
                 "partition_by": si.partition_by,
@@ -180,6 +197,61 @@ def write(
     reuse.clear()
     reuse.update(written)
     return final
+
+
+def _write_stream(tmp: Path, final: Path, stem: str, si: StreamImage, runs: dict[int, _Run]):
+    """Write (or link from ``runs``) the run files of ``si`` into ``tmp``; returns what
+    was written, as it will be named once ``tmp`` is renamed to ``final``. The stream's
+    last part may be its open block's copy: a run holding it is written, never kept for
+    linking."""
+    uid = si.version[0]
+    groups: dict[int, list] = {}  # run number (of its first row's seq) -> its parts
+    seq = si.start_seq
+    last = None  # the run of the last part
+    for part in si.parts:
+        last = seq // RUN_ROWS
+        groups.setdefault(last, []).append(part)
+        seq += len(part[1])
+    files, paths, kept = [], [], {}
+    seq = si.start_seq
+    for g, parts in groups.items():
+        rows = sum(len(t) for _, t in parts)
+        name = f"{stem}-{g:08d}.arrow"
+        run = runs.get(g)
+        if (uid and run is not None and run.uid == uid and run.first <= seq
+                and seq + rows <= run.first + run.rows and run.path.exists()):  # fmt: skip
+            os.link(run.path, tmp / name)
+            files.append({"file": name, "skip": seq - run.first, "rows": rows})
+            kept[g] = replace(run, path=final / name)
+        else:
+            _write_parts(tmp / name, si.schema, parts)
+            files.append({"file": name, "skip": 0, "rows": rows})
+            if uid and g != last:
+                kept[g] = _Run(final / name, uid, seq, rows)
+        paths.append(final / name)
+        seq += rows
+    return _StreamFiles(si.version, files, paths, kept)
+
+
+def _write_parts(path: Path, schema: Schema, parts: list) -> None:
+    """``parts`` ((columns, tids) per block) as an Arrow IPC file at ``path``, one record
+    batch per part, forced to disk every ``SYNC_STEP_BYTES``. O(rows)."""
+    import pyarrow as pa
+
+    names = [*schema.names, TID]
+    arrow_schema = pa.schema(
+        [(n, _arrow_type(t)) for n, t in zip(schema.names, schema.types, strict=True)]
+        + [(TID, pa.int64())]
+    )
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_file(f, arrow_schema) as w:
+        forced = _Stepped(path)
+        try:
+            for cols, tids in parts:
+                arrays = [to_arrow(c) for c in cols] + [pa.array(tids)]
+                w.write_batch(pa.record_batch(arrays, names=names))
+                forced.step(f.tell())
+        finally:
+            forced.close()
 
 
 def _catalog_json(catalog: dict, queries) -> bytes:
@@ -224,14 +296,13 @@ def read(path: Path) -> EngineImage:
         for s in catalog["streams"]:
             names = [a for a, _ in s["schema"]]
             schema = Schema(tuple(names), tuple(t for _, t in s["schema"]), s["time"])
-            reader = pa.ipc.open_file(pa.memory_map(str(path / s["file"])))
+            # Checkpoints written before run files name one file that holds all rows.
+            files = s["files"] if "files" in s else [{"file": s["file"], "skip": 0,
+                                                       "rows": s["rows"]}]  # fmt: skip
             parts = []
-            for i in range(reader.num_record_batches):
-                batch = reader.get_batch(i)
-                cols = [to_numpy(batch.column(j)) for j in range(len(names))]
-                parts.append((cols, batch.column(len(names)).to_numpy()))
-            if sum(len(t) for _, t in parts) != s["rows"]:
-                raise ValueError(f"{s['file']} holds fewer rows than the catalog says")
+            for entry in files:
+                parts += _read_run(path / entry["file"], len(names), entry["skip"],
+                                   entry["rows"])  # fmt: skip
             streams.append(
                 StreamImage(s["name"], schema, s["max_window"], s["last_ts"],
                             s["tuples_ingested"], s["start_seq"], parts,
@@ -243,6 +314,30 @@ def read(path: Path) -> EngineImage:
         return EngineImage(streams, queries, catalog["next_tid"], states)
     except (OSError, KeyError, ValueError, pa.ArrowInvalid) as err:
         raise ValueError(f"checkpoint {path} is damaged: {err}") from None
+
+
+def _read_run(file: Path, width: int, skip: int, rows: int) -> list:
+    """(columns, tids) per record batch of ``file``, for its rows ``skip`` ..
+    ``skip + rows - 1``. Raises ValueError when it holds fewer."""
+    import pyarrow as pa
+
+    reader = pa.ipc.open_file(pa.memory_map(str(file)))
+    parts = []
+    for i in range(reader.num_record_batches):
+        if not rows:
+            break
+        batch = reader.get_batch(i)
+        if skip >= batch.num_rows:
+            skip -= batch.num_rows
+            continue
+        batch = batch.slice(skip, rows)
+        skip = 0
+        rows -= batch.num_rows
+        parts.append(([to_numpy(batch.column(j)) for j in range(width)],
+                      batch.column(width).to_numpy()))  # fmt: skip
+    if rows:
+        raise ValueError(f"{file.name} holds fewer rows than the catalog says")
+    return parts
 
 
 def remove_before(root: Path, lsn: int) -> None:
