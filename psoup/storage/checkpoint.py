@@ -6,8 +6,11 @@
         catalog.json      streams (declaration, counters, row count), queries in
                           registration order (handle, text, params, owner, time),
                           the next tuple id, the application states' files
-        <stream>.arrow    the stream's stored rows: an Arrow IPC file, one column per
-                          attribute and ``_tid``, one record batch per storage block
+        <k>-<stream>-<run>.arrow
+                          the stream's stored rows with seqs in run ``run`` (of
+                          ``RUN_ROWS``): an Arrow IPC file, one column per attribute and
+                          ``_tid``, one record batch per storage block; a run of sealed
+                          rows is a hard link to the file an earlier checkpoint wrote
         <name>.state      an application's state (its own bytes)
 
 A checkpoint is written into ``<LSN>.tmp``, every file forced to disk, then renamed:
