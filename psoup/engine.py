@@ -175,10 +175,6 @@ class EngineImage:
     queries: Sequence[tuple[str, str, dict, str | None, float]]  # handle, text, params, owner, at
     next_tid: int
     states: dict[str, bytes]
-    # Waits until what the image leaves to others is durable there (a sharded front-end:
-    # the changes it sent its shards before the image); called by the checkpoint writer
-    # before it writes, so the log before the image is not dropped too early.
-    barrier: Callable[[], None] | None = None
 
 
 class Engine:

@@ -90,32 +90,3 @@ def test_invoke_and_stats_start_without_waiting_for_the_shards() -> None:
     )
     db.close()
     one.close()
-
-
-def test_a_checkpoint_image_is_taken_without_waiting_and_its_barrier_waits() -> None:
-    """The front-end's checkpoint image is taken without waiting for the shards (under
-    the engine lock it would hold every call meanwhile); the image's barrier, which the
-    checkpoint writer calls before the log before the image may go, returns only once
-    every shard has answered all that was sent before it."""
-    gate = threading.Event()
-    gate.set()
-    channels = [
-        Channel(k, HeldTransport(Shard(k, None, "batch", "psoup-p"), gate)) for k in range(2)
-    ]
-    db = ShardedEngine(channels, strategy="psoup-p")
-    db.create_stream("r", SCHEMA, time="t", partition_by="a")
-    db.register(QUERIES[0])
-    gate.clear()
-    db.insert("r", [(a, 1, t) for t, a in enumerate([0, 1, 2, 3] * 5)])
-    img = _returns(db.capture)
-    assert img is not None, "capture waited for the shards"
-    assert [q[1] for q in img.queries] == [QUERIES[0]]
-    waiting = threading.Thread(target=img.barrier, daemon=True)
-    waiting.start()
-    waiting.join(0.2)
-    assert waiting.is_alive(), "the barrier returned before the shards answered"
-    gate.set()
-    waiting.join(10)
-    assert not waiting.is_alive()
-    assert all(ch._unanswered() == 0 for ch in db.channels)
-    db.close()

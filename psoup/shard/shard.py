@@ -31,9 +31,8 @@ from psoup.shard import wire
 _OPS = frozenset(
     {"create_stream", "drop_stream", "insert_part", "replace_contents", "restore_query",
      "unregister", "invoke_parts", "stats", "describe_streams", "read_part",
-     "invoke_since", "barrier"}
+     "invoke_since"}
 )  # fmt: skip
-_OWN = frozenset({"describe_streams", "barrier"})  # the shard's own, not its engine's
 
 
 class StaleEpoch(Exception):
@@ -154,7 +153,11 @@ class Shard:
                 continue
             self.engine.op_tag = tag
             try:
-                fn = getattr(self, method) if method in _OWN else getattr(self.engine, method)
+                fn = (
+                    getattr(self, method)
+                    if method == "describe_streams"
+                    else getattr(self.engine, method)
+                )
                 out.append((True, fn(*args, **kwargs)))
             except Exception as exc:  # the caller decides; the shard stays up
                 out.append((False, exc))
@@ -165,11 +168,6 @@ class Shard:
         if self.data is not None:
             self.data.wait()
         return out
-
-    def barrier(self) -> int:
-        """The last operation made durable; answered, as every operation is, after all
-        sent before it and once they are durable. O(1)."""
-        return self.last_op
 
     def describe_streams(self) -> dict[str, dict]:
         """Per stream: tuples stored and the clock (for ``psoup cluster status``)."""

@@ -152,8 +152,6 @@ def write(root: Path, lsn: int, img: EngineImage, reuse: dict | None = None) -> 
     O(rows written) of writing: new rows plus one run per stream; O(runs) of linking. The
     arrays are not copied (strings aside)."""
     reuse = {} if reuse is None else reuse
-    if img.barrier is not None:
-        img.barrier()
     root.mkdir(exist_ok=True)
     final = root / f"{lsn:016x}"
     tmp = root / f"{lsn:016x}.tmp"
