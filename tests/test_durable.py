@@ -295,3 +295,25 @@ def test_the_catalog_holds_every_query_as_registered(n) -> None:
     assert again == [[f"h{i}", text, {"v": i}, None if i % 2 else f"c{i}", 1000.0 + i]
                      for i in range(2 * n + 1)]  # fmt: skip
     assert all(q.catalog_json is kept[q.handle] for q in db.queries.values() if q.handle in kept)
+
+
+def test_a_checkpoint_written_before_run_files_is_still_read(tmp_path: Path) -> None:
+    """A checkpoint of an earlier version names one file per stream ("file"); a server
+    started on it recovers the rows."""
+    db = psoup.connect(tmp_path)
+    db.create_stream("s", {"v": "int", "t": "int"}, time="t")
+    db.insert_columns("s", {"v": list(range(1000)), "t": list(range(1000))})
+    where = tmp_path / "checkpoints" / f"{db.storage.checkpoint():016x}"
+    db.storage.close(checkpoint=False)
+    catalog = json.loads((where / "catalog.json").read_text())
+    (stream,) = catalog["streams"]
+    (entry,) = stream.pop("files")
+    (where / entry["file"]).rename(where / "0000-s.arrow")
+    stream["file"] = "0000-s.arrow"
+    (where / "catalog.json").write_text(json.dumps(catalog))
+    back = psoup.connect(tmp_path)
+    assert back.invoke(back.register("SELECT v FROM s WHERE v >= 998 BEGIN 0 END NOW")).rows == [
+        (998,),
+        (999,),
+    ]
+    back.close()
