@@ -211,11 +211,11 @@ def _rows(parts) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("run_rows", [5000, 8192])
-def test_a_growing_stream_links_its_sealed_runs_and_reads_back_whole(
+def test_a_growing_stream_links_its_unchanged_runs_and_reads_back_whole(
     tmp_path: Path, monkeypatch, run_rows
 ) -> None:
     """A checkpoint writes a stream as runs of rows and links the runs an earlier one
-    wrote whose rows were sealed, also when expiry has cut the run's head (read back
+    wrote that no row was appended to since, also when expiry has cut the run's head (read back
     from an offset); what a checkpoint reads back is exactly the stream's stored rows.
     5000 rows is not a multiple of a storage block (a block then straddles two runs)."""
     monkeypatch.setattr(checkpoint, "RUN_ROWS", run_rows)

@@ -9,8 +9,8 @@
         <k>-<stream>-<run>.arrow
                           the stream's stored rows with seqs in run ``run`` (of
                           ``RUN_ROWS``): an Arrow IPC file, one column per attribute and
-                          ``_tid``, one record batch per storage block; a run of sealed
-                          rows is a hard link to the file an earlier checkpoint wrote
+                          ``_tid``, one record batch per storage block; a run no row
+                          was appended to since is a hard link to an earlier file
         <name>.state      an application's state (its own bytes)
 
 A checkpoint is written into ``<LSN>.tmp``, every file forced to disk, then renamed:
@@ -114,17 +114,18 @@ def _delete(path: Path) -> None:
 
 
 #: Rows of a stream per run file: a checkpoint writes a stream as files of runs of this
-#: many rows (by seq), and a run whose rows were all sealed when an earlier checkpoint
-#: wrote it is hard-linked from there, not written again. Storage blocks are aligned in
-#: seq and never change once sealed, so what a checkpoint writes is what was appended
-#: since the one before (plus one open run per stream), not everything retained.
+#: many rows (by seq), and a run whose rows an earlier checkpoint wrote already is
+#: hard-linked from there, not written again. The rows at a seq of a stem never change
+#: (rows are appended at the end and expired from the front, and a replaced stream gets
+#: a new stem), so what a checkpoint writes is the runs appended to since the one before,
+#: not everything retained.
 RUN_ROWS = 1 << 16
 
 
 @dataclass
 class _Run:
-    """A run file of sealed rows: the rows with seqs ``first`` .. ``first + rows - 1`` of
-    the stem ``uid``."""
+    """A run file: the rows with seqs ``first`` .. ``first + rows - 1`` of the stem
+    ``uid``."""
 
     path: Path
     uid: int
@@ -132,25 +133,14 @@ class _Run:
     rows: int
 
 
-@dataclass
-class _StreamFiles:
-    """What a checkpoint wrote for one stream, for the next one to link."""
-
-    version: tuple
-    files: list[dict]  # the catalog's entries: {"file", "skip", "rows"}
-    paths: list[Path]  # where each entry's file is
-    runs: dict[int, _Run]  # run number -> its file, for runs of sealed rows only
-
-
 def write(root: Path, lsn: int, img: EngineImage, reuse: dict | None = None) -> Path:
     """Write ``img`` as the checkpoint at ``lsn`` under ``root``; returns its directory.
     ``reuse`` is what the previous checkpoint of the same engine left there (start with
-    an empty dict and pass it to each): a stream whose version is unchanged has all its
-    files hard-linked, and any other stream's runs of sealed rows written before are
-    linked too (a 25-million-row history costs nothing after its first checkpoint, a
-    growing stream only its new rows). It is updated with this checkpoint's files.
-    O(rows written) of writing: new rows plus one run per stream; O(runs) of linking. The
-    arrays are not copied (strings aside)."""
+    an empty dict and pass it to each): every run of a stream that holds no row appended
+    since is linked from there (a 25-million-row history costs nothing after its first
+    checkpoint, a growing stream only its last runs). It is updated with this
+    checkpoint's runs. O(rows of the runs appended to) of writing, O(runs) of linking.
+    The arrays are not copied (strings aside)."""
     reuse = {} if reuse is None else reuse
     root.mkdir(exist_ok=True)
     final = root / f"{lsn:016x}"
@@ -158,20 +148,10 @@ def write(root: Path, lsn: int, img: EngineImage, reuse: dict | None = None) -> 
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     streams = []
-    written: dict[str, _StreamFiles] = {}
+    written: dict[str, dict[int, _Run]] = {}
     for k, si in enumerate(img.streams):
-        old = reuse.get(si.name)
-        if (old is not None and old.version == si.version and si.version[0]
-                and all(p.exists() for p in old.paths)):  # fmt: skip
-            for entry, path in zip(old.files, old.paths, strict=True):
-                os.link(path, tmp / entry["file"])
-            done = _StreamFiles(si.version, old.files, [final / e["file"] for e in old.files],
-                                {g: replace(r, path=final / r.path.name)
-                                 for g, r in old.runs.items()})  # fmt: skip
-        else:
-            done = _write_stream(tmp, final, f"{k:04d}-{si.name}", si,
-                                 old.runs if old is not None else {})  # fmt: skip
-        written[si.name] = done
+        files, written[si.name] = _write_stream(tmp, final, f"{k:04d}-{si.name}", si,
+                                                reuse.get(si.name, {}))  # fmt: skip
         streams.append(
             {
                 "name": si.name,
@@ -181,8 +161,8 @@ def write(root: Path, lsn: int, img: EngineImage, reuse: dict | None = None) -> 
                 "last_ts": si.last_ts,
                 "tuples_ingested": si.tuples_ingested,
                 "start_seq": si.start_seq,
-                "rows": sum(e["rows"] for e in done.files),
-                "files": done.files,
+                "rows": sum(e["rows"] for e in files),
+                "files": files,
                 "owner": si.owner,
                 "grants": si.grants,
                 "partition_by": si.partition_by,
@@ -202,20 +182,19 @@ def write(root: Path, lsn: int, img: EngineImage, reuse: dict | None = None) -> 
     return final
 
 
-def _write_stream(tmp: Path, final: Path, stem: str, si: StreamImage, runs: dict[int, _Run]):
-    """Write (or link from ``runs``) the run files of ``si`` into ``tmp``; returns what
-    was written, as it will be named once ``tmp`` is renamed to ``final``. The stream's
-    last part may be its open block's copy: a run holding it is written, never kept for
-    linking."""
-    uid = si.version[0]
+def _write_stream(
+    tmp: Path, final: Path, stem: str, si: StreamImage, runs: dict[int, _Run]
+) -> tuple[list[dict], dict[int, _Run]]:
+    """Write (or link from ``runs``) the run files of ``si`` into ``tmp``; returns the
+    catalog's entries ({"file", "skip", "rows"}) and the runs by number, named as they
+    will be once ``tmp`` is renamed to ``final``."""
+    uid = si.version[0]  # 0: rows of no known stem, never linked
     groups: dict[int, list] = {}  # run number (of its first row's seq) -> its parts
     seq = si.start_seq
-    last = None  # the run of the last part
     for part in si.parts:
-        last = seq // RUN_ROWS
-        groups.setdefault(last, []).append(part)
+        groups.setdefault(seq // RUN_ROWS, []).append(part)
         seq += len(part[1])
-    files, paths, kept = [], [], {}
+    files, kept = [], {}
     seq = si.start_seq
     for g, parts in groups.items():
         rows = sum(len(t) for _, t in parts)
@@ -229,11 +208,9 @@ def _write_stream(tmp: Path, final: Path, stem: str, si: StreamImage, runs: dict
         else:
             _write_parts(tmp / name, si.schema, parts)
             files.append({"file": name, "skip": 0, "rows": rows})
-            if uid and g != last:
-                kept[g] = _Run(final / name, uid, seq, rows)
-        paths.append(final / name)
+            kept[g] = _Run(final / name, uid, seq, rows)
         seq += rows
-    return _StreamFiles(si.version, files, paths, kept)
+    return files, kept
 
 
 def _write_parts(path: Path, schema: Schema, parts: list) -> None:
