@@ -234,7 +234,14 @@ def test_a_growing_stream_links_its_unchanged_runs_and_reads_back_whole(
         for a, b in zip(_rows(got.parts), _rows(want.stem.parts()), strict=True):
             assert np.array_equal(a, b)
         files = {p.name: p.stat().st_ino for p in where.glob("*.arrow")}
-        linked += sum(1 for name, ino in files.items() if before.get(name) == ino)
+        links = {name for name, ino in files.items() if before.get(name) == ino}
+        linked += len(links)
+        # What the checkpoint says it wrote and linked is what its directory holds.
+        stats = db.storage.last_checkpoint
+        sizes = {p.name: p.stat().st_size for p in where.iterdir()}
+        assert stats.bytes_linked == sum(sizes[name] for name in links)
+        assert stats.bytes_written == sum(v for name, v in sizes.items() if name not in links)
+        assert set(stats.parts) == {"streams", "states", "catalog"}
         entries = json.loads((where / "catalog.json").read_text())["streams"][0]["files"]
         skipped += sum(
             1 for e in entries if e["skip"] and before.get(e["file"]) == files[e["file"]]

@@ -89,3 +89,31 @@ def test_a_busy_metrics_port_refuses_to_start(server) -> None:
         RuntimeError, match=f"cannot serve metrics on 127.0.0.1:{server.metrics_port}"
     ):
         start_server(ServerConfig(port=0, metrics_port=server.metrics_port))
+
+
+def test_each_checkpoint_is_logged_with_what_it_wrote(tmp_path: Path, capsys) -> None:
+    """Every checkpoint (in the background every ``checkpoint_bytes`` of log, and the one
+    written at a stop) is an info event with its record, how long it held the engine,
+    its parts' seconds and the bytes it wrote, which are the bytes its directory holds."""
+    logs.configure("info", "json")
+    data = tmp_path / "d"
+    srv = start_server(ServerConfig(port=0, data_dir=str(data), sync="batch",
+                                    checkpoint_bytes=1))  # fmt: skip
+    with PSoupClient(f"127.0.0.1:{srv.port}") as c:
+        c.create_stream("r", {"a": "int", "t": "int"}, time="t")
+        for t in range(5):
+            c.insert("r", [(t, t)])
+    srv.stop(grace=1)
+    lines = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
+    logging.getLogger("psoup").handlers.clear()
+    done = [x for x in lines if x["event"] == "checkpoint"]
+    assert len(done) >= 2  # at least one in the background, and the stop's
+    assert [x["lsn"] for x in done] == sorted({x["lsn"] for x in done})
+    assert all(set(x["parts"]) == {"streams", "states", "catalog"} for x in done)
+    assert all(x["hold_seconds"] >= 0 and x["bytes_written"] > 0 for x in done)
+    (last,) = (data / "checkpoints").iterdir()
+    assert int(last.name, 16) == done[-1]["lsn"]
+    assert done[-1]["bytes_written"] + done[-1]["bytes_linked"] == sum(
+        p.stat().st_size for p in last.iterdir()
+    )
+    assert f"checkpoint at record {done[-1]['lsn']}: engine held" in done[-1]["message"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import signal
@@ -26,7 +27,7 @@ from psoup.server.logs import event
 from psoup.server.observe import Observer
 from psoup.server.servicer import PSoupServicer
 from psoup.server.worker import EngineWorker
-from psoup.storage.durable import DataDir
+from psoup.storage.durable import CheckpointStats, DataDir
 from psoup.storage.log import Sync
 
 log = logging.getLogger("psoup.server")
@@ -65,6 +66,18 @@ class RunningServer:
 
     def wait_for_termination(self, timeout: float | None = None) -> bool:
         return self.server.wait_for_termination(timeout)
+
+
+def _checkpointed(observer: Observer, stats: CheckpointStats) -> None:
+    """A checkpoint is complete: its metrics and an info event."""
+    observer.checkpoint_seconds.observe(stats.seconds)
+    observer.checkpoint_hold_seconds.observe(stats.capture_seconds)
+    event(log, logging.INFO, "checkpoint", stats.describe(), lsn=stats.lsn,
+          hold_seconds=round(stats.capture_seconds, 4),
+          write_seconds=round(stats.write_seconds, 3),
+          remove_seconds=round(stats.remove_seconds, 3),
+          bytes_written=stats.bytes_written, bytes_linked=stats.bytes_linked,
+          parts={k: round(v, 3) for k, v in stats.parts.items()})  # fmt: skip
 
 
 def _check_port_free(host: str, port: int) -> None:
@@ -177,7 +190,7 @@ def start_server(config: ServerConfig) -> RunningServer:
     observer = Observer(engine.strategy.name, auth.who)
     if data is not None:
         data.log.on_flush = observer.flush_seconds.observe
-        data.on_checkpoint = observer.checkpoint_seconds.observe
+        data.on_checkpoint = functools.partial(_checkpointed, observer)
     servicer = PSoupServicer(engine, worker, auth, config, observer)
     observer.watch_engine(lambda: worker.submit(servicer.snapshot).result(timeout=10))
     options = [

@@ -143,6 +143,11 @@ class Observer:
             "psoup_checkpoint_seconds", "Time to write a checkpoint",
             buckets=DURATION_BUCKETS, registry=r,
         )  # fmt: skip
+        self.checkpoint_hold_seconds = Histogram(
+            "psoup_checkpoint_hold_seconds",
+            "Time a checkpoint held the engine (its image taken under the engine lock)",
+            buckets=DURATION_BUCKETS, registry=r,
+        )  # fmt: skip
         ProcessCollector(registry=r)
         self._http = None
         self._arrived: list[Callable[[str], None]] = []

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import secrets
 from pathlib import Path
@@ -35,6 +36,11 @@ class RayShard(Shard):
     def __init__(self, *args, **kwargs):
         with contextlib.suppress(OSError):  # lowering niceness may need privileges
             os.setpriority(os.PRIO_PROCESS, 0, 0)
+        # Its events (each checkpoint) go to the worker's stderr: Ray's worker-*.err log.
+        shard_log = logging.getLogger("psoup.shard")
+        if not shard_log.handlers:
+            shard_log.addHandler(logging.StreamHandler())
+            shard_log.setLevel(logging.INFO)
         super().__init__(*args, **kwargs)
 
     def address(self) -> tuple[tuple[str, int], bytes]:

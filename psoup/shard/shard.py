@@ -18,6 +18,7 @@ the caller's process. Nothing here imports Ray or gRPC.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import threading
@@ -26,6 +27,8 @@ from pathlib import Path
 from psoup.engine import Engine
 from psoup.heap import HeapFreezer
 from psoup.shard import wire
+
+log = logging.getLogger("psoup.shard")
 
 # What the front-end may ask of a shard: the engine's methods that change or read it.
 _OPS = frozenset(
@@ -76,7 +79,11 @@ class Shard:
                 data_dir, Sync.parse(sync), application=f"shard-{index}",
                 checkpoint_bytes=checkpoint_bytes or CHECKPOINT_BYTES,
             )  # fmt: skip
+            self.data.on_checkpoint = self._checkpointed
             self.recovered_records = self.data.recover(self.engine).records
+
+    def _checkpointed(self, stats) -> None:
+        log.info("shard %d: %s", self.index, stats.describe())
 
     # -- the engine state that checkpoints keep (Engine.add_state) ----------------------
     def snapshot(self) -> bytes:

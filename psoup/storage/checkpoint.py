@@ -36,7 +36,8 @@ import contextlib
 import json
 import os
 import shutil
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from psoup.engine import EngineImage, QueryRows, StreamImage
@@ -133,8 +134,20 @@ class _Run:
     rows: int
 
 
-def write(root: Path, lsn: int, img: EngineImage, reuse: dict | None = None) -> Path:
-    """Write ``img`` as the checkpoint at ``lsn`` under ``root``; returns its directory.
+@dataclass
+class Written:
+    """What ``write`` did: the checkpoint's directory, the bytes it wrote and linked,
+    and its seconds by part (``streams``, ``states``, ``catalog``)."""
+
+    path: Path
+    bytes_written: int = 0
+    bytes_linked: int = 0  # run files hard-linked from the checkpoint before
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def write(root: Path, lsn: int, img: EngineImage, reuse: dict | None = None) -> Written:
+    """Write ``img`` as the checkpoint at ``lsn`` under ``root``; returns its directory
+    and what was written.
     ``reuse`` is what the previous checkpoint of the same engine left there (start with
     an empty dict and pass it to each): every run of a stream that holds no row appended
     since is linked from there (a 25-million-row history costs nothing after its first
@@ -147,11 +160,13 @@ def write(root: Path, lsn: int, img: EngineImage, reuse: dict | None = None) -> 
     tmp = root / f"{lsn:016x}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
+    out = Written(final)
+    clock = time.perf_counter()
     streams = []
     written: dict[str, dict[int, _Run]] = {}
     for k, si in enumerate(img.streams):
         files, written[si.name] = _write_stream(tmp, final, f"{k:04d}-{si.name}", si,
-                                                reuse.get(si.name, {}))  # fmt: skip
+                                                reuse.get(si.name, {}), out)  # fmt: skip
         streams.append(
             {
                 "name": si.name,
@@ -168,26 +183,39 @@ def write(root: Path, lsn: int, img: EngineImage, reuse: dict | None = None) -> 
                 "partition_by": si.partition_by,
             }
         )
+    clock = _lap(out, "streams", clock)
     states = {}
     for name, blob in img.states.items():
         states[name] = f"{name}.state"
         _write_bytes(tmp / states[name], blob)
+        out.bytes_written += len(blob)
+    clock = _lap(out, "states", clock)
     catalog = {"lsn": lsn, "next_tid": img.next_tid, "streams": streams, "states": states}
-    _write_bytes(tmp / "catalog.json", _catalog_json(catalog, img.queries))
+    blob = _catalog_json(catalog, img.queries)
+    _write_bytes(tmp / "catalog.json", blob)
+    out.bytes_written += len(blob)
     fsync_dir(tmp)  # each file was forced by its writer; a linked one was already
     os.replace(tmp, final)
     fsync_dir(root)
+    _lap(out, "catalog", clock)
     reuse.clear()
     reuse.update(written)
-    return final
+    return out
+
+
+def _lap(out: Written, part: str, since: float) -> float:
+    """Record the seconds since ``since`` as ``part``'s; returns now."""
+    now = time.perf_counter()
+    out.seconds[part] = now - since
+    return now
 
 
 def _write_stream(
-    tmp: Path, final: Path, stem: str, si: StreamImage, runs: dict[int, _Run]
+    tmp: Path, final: Path, stem: str, si: StreamImage, runs: dict[int, _Run], out: Written
 ) -> tuple[list[dict], dict[int, _Run]]:
     """Write (or link from ``runs``) the run files of ``si`` into ``tmp``; returns the
     catalog's entries ({"file", "skip", "rows"}) and the runs by number, named as they
-    will be once ``tmp`` is renamed to ``final``."""
+    will be once ``tmp`` is renamed to ``final``. Adds the bytes to ``out``."""
     uid = si.version[0]  # 0: rows of no known stem, never linked
     groups: dict[int, list] = {}  # run number (of its first row's seq) -> its parts
     seq = si.start_seq
@@ -203,10 +231,12 @@ def _write_stream(
         if (uid and run is not None and run.uid == uid and run.first <= seq
                 and seq + rows <= run.first + run.rows and run.path.exists()):  # fmt: skip
             os.link(run.path, tmp / name)
+            out.bytes_linked += (tmp / name).stat().st_size
             files.append({"file": name, "skip": seq - run.first, "rows": rows})
             kept[g] = replace(run, path=final / name)
         else:
             _write_parts(tmp / name, si.schema, parts)
+            out.bytes_written += (tmp / name).stat().st_size
             files.append({"file": name, "skip": 0, "rows": rows})
             kept[g] = _Run(final / name, uid, seq, rows)
         seq += rows

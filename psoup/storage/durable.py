@@ -55,6 +55,36 @@ FORMAT = 1
 CHECKPOINT_BYTES = 256 << 20  # log written since the last checkpoint that starts the next
 
 
+@dataclass(frozen=True)
+class CheckpointStats:
+    """One checkpoint: its LSN; the seconds it held the engine (taking the image, under
+    the engine lock), took to write the image (by part: ``streams``, ``states``,
+    ``catalog``) and to remove what it replaced; the bytes it wrote and linked."""
+
+    lsn: int
+    capture_seconds: float
+    write_seconds: float
+    remove_seconds: float
+    bytes_written: int
+    bytes_linked: int
+    parts: dict[str, float]
+
+    @property
+    def seconds(self) -> float:
+        """Writing and removing: the time the checkpoint took beside the engine."""
+        return self.write_seconds + self.remove_seconds
+
+    def describe(self) -> str:
+        """One line for a person."""
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in self.parts.items())
+        return (
+            f"checkpoint at record {self.lsn}: engine held {self.capture_seconds * 1e3:.0f} ms;"
+            f" written in {self.write_seconds:.2f} s ({parts}; {self.bytes_written / 1e6:.1f}"
+            f" MB written, {self.bytes_linked / 1e6:.1f} MB linked); the one before removed"
+            f" in {self.remove_seconds:.2f} s"
+        )
+
+
 class DirectoryBusyError(RuntimeError):
     """Another process holds the data directory."""
 
@@ -94,10 +124,10 @@ class DataDir:
         self.checkpoints = self.path / "checkpoints"
         self.engine = None
         self._since = 0  # log bytes written since the last checkpoint was captured
-        self.on_checkpoint = None  # called with each checkpoint's seconds (the metrics)
+        self.on_checkpoint = None  # called with each checkpoint's CheckpointStats
         self._writer: threading.Thread | None = None  # a checkpoint being written
         self._files: dict = {}  # stream -> its file in the last checkpoint (for reuse)
-        self.last_checkpoint: tuple[int, float] | None = None  # (LSN, seconds to write)
+        self.last_checkpoint: CheckpointStats | None = None
         self.path.mkdir(parents=True, exist_ok=True)
         self.log: Log | None = None
         self._lock_fd = _lock(self.path)
@@ -152,14 +182,18 @@ class DataDir:
 
     # -- checkpoints --------------------------------------------------------------------
     def _capture(self):
-        """(LSN, image) of the engine now; called under its lock, between two changes."""
-        self._since = 0
-        return self.log.written_lsn, self.engine.capture()
-
-    def _write_checkpoint(self, lsn: int, img) -> None:
+        """(LSN, image, seconds it took) of the engine now; called under its lock,
+        between two changes."""
         start = time.perf_counter()
-        checkpoint.write(self.checkpoints, lsn, img, self._files)
+        self._since = 0
+        img = self.engine.capture()
+        return self.log.written_lsn, img, time.perf_counter() - start
+
+    def _write_checkpoint(self, lsn: int, img, held: float) -> None:
+        start = time.perf_counter()
+        done = checkpoint.write(self.checkpoints, lsn, img, self._files)
         del img
+        written = time.perf_counter()
         # Everything at or before ``lsn`` is in the checkpoint now.
         checkpoint.remove_before(self.checkpoints, lsn)
         self.log.drop_before(lsn + 1)
@@ -170,13 +204,16 @@ class DataDir:
                     p.unlink()
             except ValueError:
                 continue
-        self.last_checkpoint = (lsn, time.perf_counter() - start)
+        self.last_checkpoint = CheckpointStats(
+            lsn, held, written - start, time.perf_counter() - written, done.bytes_written,
+            done.bytes_linked, done.seconds,
+        )  # fmt: skip
         if self.on_checkpoint is not None:
-            self.on_checkpoint(self.last_checkpoint[1])
+            self.on_checkpoint(self.last_checkpoint)
 
-    def _background(self, lsn: int, img) -> None:
+    def _background(self, lsn: int, img, held: float) -> None:
         try:
-            self._write_checkpoint(lsn, img)
+            self._write_checkpoint(lsn, img, held)
         except Exception as exc:  # the log still holds everything: retried later
             warnings.warn(f"checkpoint at {lsn} in {self.path} failed: {exc}", stacklevel=1)
             self._since = self.checkpoint_bytes
@@ -188,8 +225,8 @@ class DataDir:
             self._writer.join()
             self._writer = None
         with self.engine.lock:
-            lsn, img = self._capture()
-        self._write_checkpoint(lsn, img)
+            lsn, img, held = self._capture()
+        self._write_checkpoint(lsn, img, held)
         return lsn
 
     def _journal(self, op: str, fields: dict, columns: list[np.ndarray]) -> None:
@@ -198,10 +235,11 @@ class DataDir:
         if self._since >= self.checkpoint_bytes and (
             self._writer is None or not self._writer.is_alive()
         ):
-            lsn, img = self._capture()
+            lsn, img, held = self._capture()
             self._writer = threading.Thread(
-                target=self._background, args=(lsn, img), name="psoup-checkpoint", daemon=True
-            )
+                target=self._background, args=(lsn, img, held), name="psoup-checkpoint",
+                daemon=True,
+            )  # fmt: skip
             self._writer.start()
         if op == "replace":  # in bulk, beside the log: its record only names the file
             fields = {**fields, "file": self._write_load(columns)}
@@ -246,7 +284,7 @@ class DataDir:
         (dest / "wal").mkdir()
         meta = (self.path / "psoup.json").read_text()
         (dest / "psoup.json").write_text(meta)
-        where = checkpoint.write(dest / "checkpoints", lsn, img)
+        where = checkpoint.write(dest / "checkpoints", lsn, img).path
         with open(dest / "psoup.json", "rb") as f:
             os.fsync(f.fileno())
         wal.fsync_dir(dest / "wal")
