@@ -169,12 +169,15 @@ class QueryRows(Sequence):
 @dataclass
 class EngineImage:
     """What ``Engine.capture`` saw: enough to build the same engine again (results are
-    rebuilt from the data and the queries). ``states``: each application state's bytes."""
+    rebuilt from the data and the queries). ``states``: each application state's bytes,
+    or the bytes-like parts they are made of, in order (``Engine.add_state``).
+    ``seconds``: how long taking each part of the image held the engine, by part."""
 
     streams: list[StreamImage]
     queries: Sequence[tuple[str, str, dict, str | None, float]]  # handle, text, params, owner, at
     next_tid: int
-    states: dict[str, bytes]
+    states: dict[str, bytes | list]
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 class Engine:
@@ -540,9 +543,14 @@ class Engine:
             self._triggers.setdefault(stream, []).append(fn)
 
     def add_state(self, name: str, state) -> None:
-        """Keep an application's state in checkpoints: ``state.snapshot() -> bytes`` is
-        called under the engine lock, ``state.restore(bytes)`` at recovery (before the log
-        after the checkpoint is replayed through the application's triggers)."""
+        """Keep an application's state in checkpoints: ``state.snapshot()`` is called
+        under the engine lock, ``state.restore(bytes)`` at recovery (before the log after
+        the checkpoint is replayed through the application's triggers). ``snapshot``
+        returns bytes, or a list of bytes-like parts (the file holds them one after the
+        other, and ``restore`` gets them joined) that the state leaves unchanged until
+        its next ``snapshot``: a big state then copies itself into buffers of its own
+        under the lock and is encoded and written by the checkpoint's writer, off the
+        lock. The next ``snapshot`` comes only once that checkpoint is written."""
         with self.lock:
             self._states[name] = state
 
@@ -554,6 +562,7 @@ class Engine:
         states. Under the lock; O(blocks + states) plus a sort of the queries in C, no
         copy of stored data."""
         with self.lock:
+            t0 = time.perf_counter()
             streams = [
                 StreamImage(st.name, st.schema, st.max_window, st.last_ts, st.tuples_ingested,
                             st.stem.start_seq, st.stem.parts(),
@@ -562,9 +571,12 @@ class Engine:
                             st.partition_by)
                 for st in self.streams.values()
             ]  # fmt: skip
+            t1 = time.perf_counter()
             queries = QueryRows(sorted(self.queries.values(), key=_QID))
+            t2 = time.perf_counter()
             states = {name: st.snapshot() for name, st in self._states.items()}
-            return EngineImage(streams, queries, self._next_tid, states)
+            seconds = {"streams": t1 - t0, "queries": t2 - t1, "states": time.perf_counter() - t2}
+            return EngineImage(streams, queries, self._next_tid, states, seconds)
 
     _RESTORE_CHUNK_ROWS = 1 << 20
 

@@ -272,11 +272,17 @@ def test_a_name_reserved_since_it_was_stored_still_comes_back(tmp_path: Path, cl
     back.close()
 
 
+def _catalog(catalog: dict, queries) -> bytes:
+    return b"".join(checkpoint._catalog_json(catalog, queries))
+
+
 @pytest.mark.parametrize("n", [0, 1, 2, 7])
-def test_the_catalog_holds_every_query_as_registered(n) -> None:
+def test_the_catalog_holds_every_query_as_registered(n, monkeypatch) -> None:
     """A checkpoint's catalog lists the engine's queries in registration order, with the
     fields they were registered with; rows encoded for an earlier checkpoint (kept on
-    the query) are the same as fresh ones, and only new queries are encoded again."""
+    the query) are the same as fresh ones, and only new queries are encoded again. It is
+    written in pieces of a few rows here (a piece's boundary falls inside the list)."""
+    monkeypatch.setattr(checkpoint, "CATALOG_CHUNK_ROWS", 3)
     db = Engine()
     db.create_stream("s", {"v": "int", "t": "int"}, time="t")
 
@@ -289,14 +295,14 @@ def test_the_catalog_holds_every_query_as_registered(n) -> None:
     for i in range(n):
         register(i)
     first = db.capture().queries
-    got = json.loads(checkpoint._catalog_json(catalog, first))
+    got = json.loads(_catalog(catalog, first))
     assert got == {**catalog, "queries": [list(q) for q in first]}
-    assert got["queries"] == json.loads(checkpoint._catalog_json(catalog, iter(first)))["queries"]
+    assert got["queries"] == json.loads(_catalog(catalog, iter(first)))["queries"]
     kept = {q.handle: q.catalog_json for q in db.queries.values()}
     assert all(kept.values()) and len(kept) == n
     for i in range(n, 2 * n + 1):
         register(i)
-    again = json.loads(checkpoint._catalog_json(catalog, db.capture().queries))["queries"]
+    again = json.loads(_catalog(catalog, db.capture().queries))["queries"]
     assert [q[0] for q in again] == [f"h{i}" for i in range(2 * n + 1)]
     text = "SELECT v FROM s WHERE v = :v BEGIN 0 END NOW"
     assert again == [[f"h{i}", text, {"v": i}, None if i % 2 else f"c{i}", 1000.0 + i]

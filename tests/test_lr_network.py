@@ -7,6 +7,7 @@ so the two implementations pin each other.
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -202,3 +203,62 @@ def test_sample20_matches_the_validator() -> None:
     tolls, alerts, _ = feed(rows_of("input.dat"))
     assert tolls == {tuple(r) for r in rows_of("expected/tollalerts.csv")}
     assert alerts == {tuple(r) for r in rows_of("expected/accidentalerts.csv")}
+
+
+def _crowd(seconds: int, vehicles: int, seed: int) -> list[np.ndarray]:
+    """Per second, the reports (columns REPORT_FIELDS) of ``vehicles`` crawling through
+    six segments, more of them on the road as time goes on (the slot arrays grow), and
+    two stopped side by side (an accident)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for t in range(seconds):
+        v = np.arange(t % 30, min(vehicles, 5 * (t + 1)), 30, dtype=np.int64)
+        seg = (t // 45 + v) % 6
+        rows = [np.full(len(v), t), v, rng.integers(0, 60, len(v)), np.zeros(len(v), int),
+                1 + v % 3, np.zeros(len(v), int), seg, seg * 5280 + v % 5000]  # fmt: skip
+        if t % 30 == 0:
+            stop = np.array([vehicles, vehicles + 1])
+            rows = [np.concatenate((c, x)) for c, x in zip(rows, [
+                [t, t], stop, [0, 0], [0, 0], [2, 2], [0, 0], [3, 3], [3 * 5280 + 9] * 2
+            ], strict=True)]  # fmt: skip
+        out.append(dict(zip(REPORT_FIELDS, (np.asarray(c, dtype=np.int64) for c in rows),
+                            strict=True)))  # fmt: skip
+    return out
+
+
+def _same_outputs(a, b) -> None:
+    for kind in ("tolls", "alerts", "assessments", "balances"):
+        x, y = getattr(a, kind), getattr(b, kind)
+        assert x.keys() == y.keys()
+        for k in x:
+            assert np.array_equal(x[k], y[k]), (kind, k)
+
+
+def test_a_restored_snapshot_runs_on_as_the_network_did() -> None:
+    """A network restored from a snapshot (its parts joined, as a checkpoint writes them)
+    derives the same rows as the network it was taken from, from then on; the parts
+    stay as they were while that network runs on and grows (the writer reads them
+    later); a state pickled whole, as checkpoints before parts held it, restores too."""
+    seconds = _crowd(900, 3000, seed=5)
+    net = TollNetwork()
+    for batch in seconds[:400]:
+        net.process(batch)
+    cap = len(net._last_seg)
+    parts = net.snapshot()
+    frozen = b"".join(bytes(memoryview(p).cast("B")) for p in parts)
+    old = pickle.dumps({k: v for k, v in net.__dict__.items() if k != "_shadow"})
+    ahead = [net.process(batch) for batch in seconds[400:]]
+    assert len(net._last_seg) > cap  # it grew after the snapshot
+    assert b"".join(bytes(memoryview(p).cast("B")) for p in parts) == frozen
+    assert any(len(o.tolls["vid"]) for o in ahead) and any(len(o.alerts["vid"]) for o in ahead)
+    for blob in (frozen, old):
+        back = TollNetwork()
+        back.restore(blob)
+        for batch, want in zip(seconds[400:], ahead, strict=True):
+            _same_outputs(back.process(batch), want)
+    # A second snapshot after growing reuses nothing stale: it restores the grown network.
+    again = TollNetwork()
+    again.restore(b"".join(bytes(memoryview(p).cast("B")) for p in net.snapshot()))
+    more = _crowd(960, 3000, seed=6)[900:]
+    for batch in more:
+        _same_outputs(again.process(batch), net.process(batch))

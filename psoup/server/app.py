@@ -77,7 +77,8 @@ def _checkpointed(observer: Observer, stats: CheckpointStats) -> None:
           write_seconds=round(stats.write_seconds, 3),
           remove_seconds=round(stats.remove_seconds, 3),
           bytes_written=stats.bytes_written, bytes_linked=stats.bytes_linked,
-          parts={k: round(v, 3) for k, v in stats.parts.items()})  # fmt: skip
+          parts={k: round(v, 3) for k, v in stats.parts.items()},
+          held={k: round(v, 4) for k, v in stats.held.items()})  # fmt: skip
 
 
 def _check_port_free(host: str, port: int) -> None:

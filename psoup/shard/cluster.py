@@ -39,7 +39,9 @@ class RayShard(Shard):
         # Its events (each checkpoint) go to the worker's stderr: Ray's worker-*.err log.
         shard_log = logging.getLogger("psoup.shard")
         if not shard_log.handlers:
-            shard_log.addHandler(logging.StreamHandler())
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+            shard_log.addHandler(handler)
             shard_log.setLevel(logging.INFO)
         super().__init__(*args, **kwargs)
 

@@ -480,9 +480,13 @@ class ShardedEngine(Engine):
         """The catalog as of now, once every shard has answered all before it (so the
         log before it is needed no more)."""
         with self.lock:
+            start = time.perf_counter()
             for ch in self.channels:
                 ch.drain()
-            return super().capture()
+            waited = time.perf_counter() - start
+            img = super().capture()
+            img.seconds = {"shards": waited, **img.seconds}
+            return img
 
     def restore_image(self, img: EngineImage) -> None:
         """The catalog from a front-end checkpoint (the shards have it already)."""

@@ -58,8 +58,10 @@ CHECKPOINT_BYTES = 256 << 20  # log written since the last checkpoint that start
 @dataclass(frozen=True)
 class CheckpointStats:
     """One checkpoint: its LSN; the seconds it held the engine (taking the image, under
-    the engine lock), took to write the image (by part: ``streams``, ``states``,
-    ``catalog``) and to remove what it replaced; the bytes it wrote and linked."""
+    the engine lock; by part in ``held``: ``streams``, ``queries``, ``states``, and a
+    sharded engine's wait for its shards), took to write the image (by part in
+    ``parts``: ``streams``, ``states``, ``catalog``) and to remove what it replaced; the
+    bytes it wrote and linked."""
 
     lsn: int
     capture_seconds: float
@@ -68,6 +70,7 @@ class CheckpointStats:
     bytes_written: int
     bytes_linked: int
     parts: dict[str, float]
+    held: dict[str, float]
 
     @property
     def seconds(self) -> float:
@@ -77,8 +80,10 @@ class CheckpointStats:
     def describe(self) -> str:
         """One line for a person."""
         parts = ", ".join(f"{k} {v:.2f}" for k, v in self.parts.items())
+        held = ", ".join(f"{k} {v * 1e3:.0f}" for k, v in self.held.items())
         return (
-            f"checkpoint at record {self.lsn}: engine held {self.capture_seconds * 1e3:.0f} ms;"
+            f"checkpoint at record {self.lsn}: engine held {self.capture_seconds * 1e3:.0f} ms"
+            f" ({held});"
             f" written in {self.write_seconds:.2f} s ({parts}; {self.bytes_written / 1e6:.1f}"
             f" MB written, {self.bytes_linked / 1e6:.1f} MB linked); the one before removed"
             f" in {self.remove_seconds:.2f} s"
@@ -192,6 +197,7 @@ class DataDir:
     def _write_checkpoint(self, lsn: int, img, held: float) -> None:
         start = time.perf_counter()
         done = checkpoint.write(self.checkpoints, lsn, img, self._files)
+        held_parts = img.seconds
         del img
         written = time.perf_counter()
         # Everything at or before ``lsn`` is in the checkpoint now.
@@ -206,7 +212,7 @@ class DataDir:
                 continue
         self.last_checkpoint = CheckpointStats(
             lsn, held, written - start, time.perf_counter() - written, done.bytes_written,
-            done.bytes_linked, done.seconds,
+            done.bytes_linked, done.seconds, held_parts,
         )  # fmt: skip
         if self.on_checkpoint is not None:
             self.on_checkpoint(self.last_checkpoint)
@@ -221,13 +227,19 @@ class DataDir:
     def checkpoint(self) -> int:
         """Write a checkpoint of the engine now (waiting for one being written first);
         returns its LSN. Recovery then starts from it."""
-        if self._writer is not None:
-            self._writer.join()
-            self._writer = None
         with self.engine.lock:
+            self._finish_writer()
             lsn, img, held = self._capture()
         self._write_checkpoint(lsn, img, held)
         return lsn
+
+    def _finish_writer(self) -> None:
+        """Wait for the checkpoint being written, if any. Called under the engine lock,
+        so that no other starts before the caller's image is taken: an image's state
+        parts may be the state's own buffers, which its next snapshot overwrites."""
+        if self._writer is not None:
+            self._writer.join()
+            self._writer = None
 
     def _journal(self, op: str, fields: dict, columns: list[np.ndarray]) -> None:
         # Under the engine lock, before this change is made: the image is the engine as
@@ -279,6 +291,7 @@ class DataDir:
         if dest.resolve() == self.path.resolve():
             raise ValueError(f"{dest} is the data directory itself")
         with self.engine.lock:
+            self._finish_writer()
             lsn, img = self.log.written_lsn, self.engine.capture()
         dest.mkdir(parents=True, exist_ok=True)
         (dest / "wal").mkdir()
