@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import operator
 import secrets
 import threading
 import time
@@ -123,9 +122,6 @@ class StreamImage:
     owner: str | None = None
     grants: dict[str, list[str]] = field(default_factory=dict)  # client -> sorted rights
     partition_by: str | None = None
-
-
-_QID = operator.attrgetter("qid")
 
 
 class QueryRows(Sequence):
@@ -572,7 +568,9 @@ class Engine:
                 for st in self.streams.values()
             ]  # fmt: skip
             t1 = time.perf_counter()
-            queries = QueryRows(sorted(self.queries.values(), key=_QID))
+            # In registration order already (``_check``): a copy of the list, not a sort
+            # (~60 ms under the lock for Linear Road's queries late in a run).
+            queries = QueryRows(list(self.queries.values()))
             t2 = time.perf_counter()
             states = {name: st.snapshot() for name, st in self._states.items()}
             seconds = {"streams": t1 - t0, "queries": t2 - t1, "states": time.perf_counter() - t2}
@@ -1201,6 +1199,10 @@ class Engine:
                 st.stem._check()
             self.qstem._check()
             self.strategy.results._check()
+            # The queries are kept in registration order (a new handle goes last).
+            qids = [q.qid for q in self.queries.values()]
+            assert qids == sorted(qids), "queries out of registration order"
+            assert list(self._by_qid) == qids
 
 
 def _unsorted(gather: Callable[[np.ndarray], np.ndarray], seqs: np.ndarray) -> np.ndarray:
