@@ -53,7 +53,12 @@ UNAVAILABLE_RETRIES = 120  # a request asked again every 0.5 s while a shard rec
 #: answered at most ~570 a second, about the peak rate at L = 32 (~540), and a backlog
 #: that a checkpoint started took minutes to clear (waits up to 5 s). At L = 14, before
 #: a worker stopped waiting for its second's ack, 24 made every kind of answer late.
-REQUEST_WORKERS = 16
+#: With 16, durable L = 32 (e2431e2) had balances late for ~350 simulated s around its
+#: busiest requests (~7,150-7,450: ~40 a simulated second, 80% of them a vehicle's
+#: first, which registers its queries and waits for the log), calls p50 16 ms: 16
+#: workers answer at most ~1,000 a second against ~640 arriving, and any pause queued
+#: requests for seconds.
+REQUEST_WORKERS = 32
 
 
 def server_args(convention: str = "validator") -> tuple[str, ...]:
