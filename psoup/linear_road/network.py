@@ -244,9 +244,11 @@ class TollNetwork:
         length), a pickle of the rest and of the arrays' shapes, then each array's used
         rows. Called under the engine lock, so the arrays are copied into buffers kept
         for the next snapshot, not encoded: numpy copies with the interpreter lock
-        released, and a reused buffer touches no fresh memory (on this VM a fresh page
-        costs ~10 µs: pickling 150 MB held the engine ~450 ms in a durable run). The parts
-        stay unchanged until the next call. O(vehicles + minutes kept) of copying."""
+        released, and a reused buffer touches no fresh memory (memory touched the first
+        time is slow here: a first 200 MB numpy copy took 483 ms, the next 38 ms, and
+        pickling the state held Linear Road's front-end up to ~470 ms in a durable run,
+        copying it 4-46 ms). The parts stay unchanged until the next call.
+        O(vehicles + minutes kept) of copying."""
         n = len(self._vids)
         rest = {k: v for k, v in self.__dict__.items()
                 if k not in _VEHICLE_ARRAYS and k != "_shadow"}  # fmt: skip
