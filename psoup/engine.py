@@ -555,8 +555,8 @@ class Engine:
         """An image of the engine as it is: streams (sealed blocks by reference, since
         they never change, the open ones copied), queries in registration order (their
         rows built when read, ``QueryRows``), the next tuple id and the application
-        states. Under the lock; O(blocks + states) plus a sort of the queries in C, no
-        copy of stored data."""
+        states. Under the lock; O(blocks + queries + states), no copy of stored data (a
+        state may copy itself, ``add_state``). ``seconds`` says what each part took."""
         with self.lock:
             t0 = time.perf_counter()
             streams = [

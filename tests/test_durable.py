@@ -330,3 +330,34 @@ def test_a_checkpoint_written_before_run_files_is_still_read(tmp_path: Path) -> 
         (999,),
     ]
     back.close()
+
+
+def test_a_state_written_in_parts_survives_short_writes(tmp_path: Path, monkeypatch) -> None:
+    """A checkpoint file written from parts (bytes and numpy buffers) holds them one
+    after the other, whole, also when the system takes fewer bytes per write than it is
+    given (a raw write may; simulated here, as it cannot be made to happen on demand)."""
+    real_open = open
+
+    class Short:
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, b) -> int:
+            return self.f.write(memoryview(b)[:1000])
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    monkeypatch.setattr(checkpoint, "open", lambda *a, **k: Short(real_open(*a, **k)),
+                        raising=False)  # fmt: skip
+    monkeypatch.setattr(checkpoint, "SYNC_STEP_BYTES", 4096)
+    parts = [b"head", np.arange(3000, dtype=np.int64), np.ones((500, 7), dtype=np.uint8), b""]
+    want = b"".join(bytes(memoryview(p).cast("B")) for p in parts)
+    assert checkpoint._write_bytes(tmp_path / "f", parts) == len(want)
+    assert (tmp_path / "f").read_bytes() == want

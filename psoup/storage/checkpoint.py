@@ -84,8 +84,11 @@ def _write_bytes(path: Path, parts: Iterable) -> int:
     with open(path, "wb", buffering=0) as f:
         for part in parts:
             view = memoryview(part).cast("B")
-            for at in range(0, len(view), SYNC_STEP_BYTES):
-                size += f.write(view[at : at + SYNC_STEP_BYTES])
+            at = 0
+            while at < len(view):  # a raw write may take fewer bytes than it is given
+                wrote = f.write(view[at : at + SYNC_STEP_BYTES])
+                at += wrote
+                size += wrote
                 if size - synced >= SYNC_STEP_BYTES:
                     os.fdatasync(f.fileno())
                     synced = size
