@@ -255,7 +255,7 @@ class TollNetwork:
         shapes, parts = [], []
         for name in _VEHICLE_ARRAYS:
             a = getattr(self, name)
-            used = len(a) if name in ("_slot_of", "_vids") else n
+            used = len(a) if name == "_slot_of" else n  # the map is by vid, not slot
             buf = self._shadow.get(name)
             if buf is None or len(buf) < used:  # grown (shape and type never change)
                 buf = self._shadow[name] = np.empty((len(a), *a.shape[1:]), dtype=a.dtype)

@@ -64,13 +64,17 @@ class CheckpointStats:
     bytes it wrote and linked."""
 
     lsn: int
-    capture_seconds: float
     write_seconds: float
     remove_seconds: float
     bytes_written: int
     bytes_linked: int
     parts: dict[str, float]
     held: dict[str, float]
+
+    @property
+    def capture_seconds(self) -> float:
+        """How long taking the image held the engine."""
+        return sum(self.held.values())
 
     @property
     def seconds(self) -> float:
@@ -131,7 +135,7 @@ class DataDir:
         self._since = 0  # log bytes written since the last checkpoint was captured
         self.on_checkpoint = None  # called with each checkpoint's CheckpointStats
         self._writer: threading.Thread | None = None  # a checkpoint being written
-        self._files: dict = {}  # stream -> its file in the last checkpoint (for reuse)
+        self._files: dict = {}  # stream -> its run files in the last checkpoint (to link)
         self.last_checkpoint: CheckpointStats | None = None
         self.path.mkdir(parents=True, exist_ok=True)
         self.log: Log | None = None
@@ -187,17 +191,14 @@ class DataDir:
 
     # -- checkpoints --------------------------------------------------------------------
     def _capture(self):
-        """(LSN, image, seconds it took) of the engine now; called under its lock,
-        between two changes."""
-        start = time.perf_counter()
+        """(LSN, image) of the engine now; called under its lock, between two changes."""
         self._since = 0
-        img = self.engine.capture()
-        return self.log.written_lsn, img, time.perf_counter() - start
+        return self.log.written_lsn, self.engine.capture()
 
-    def _write_checkpoint(self, lsn: int, img, held: float) -> None:
+    def _write_checkpoint(self, lsn: int, img) -> None:
         start = time.perf_counter()
         done = checkpoint.write(self.checkpoints, lsn, img, self._files)
-        held_parts = img.seconds
+        held = img.seconds
         del img
         written = time.perf_counter()
         # Everything at or before ``lsn`` is in the checkpoint now.
@@ -211,15 +212,15 @@ class DataDir:
             except ValueError:
                 continue
         self.last_checkpoint = CheckpointStats(
-            lsn, held, written - start, time.perf_counter() - written, done.bytes_written,
-            done.bytes_linked, done.seconds, held_parts,
+            lsn, written - start, time.perf_counter() - written, done.bytes_written,
+            done.bytes_linked, done.seconds, held,
         )  # fmt: skip
         if self.on_checkpoint is not None:
             self.on_checkpoint(self.last_checkpoint)
 
-    def _background(self, lsn: int, img, held: float) -> None:
+    def _background(self, lsn: int, img) -> None:
         try:
-            self._write_checkpoint(lsn, img, held)
+            self._write_checkpoint(lsn, img)
         except Exception as exc:  # the log still holds everything: retried later
             warnings.warn(f"checkpoint at {lsn} in {self.path} failed: {exc}", stacklevel=1)
             self._since = self.checkpoint_bytes
@@ -229,8 +230,8 @@ class DataDir:
         returns its LSN. Recovery then starts from it."""
         with self.engine.lock:
             self._finish_writer()
-            lsn, img, held = self._capture()
-        self._write_checkpoint(lsn, img, held)
+            lsn, img = self._capture()
+        self._write_checkpoint(lsn, img)
         return lsn
 
     def _finish_writer(self) -> None:
@@ -247,11 +248,10 @@ class DataDir:
         if self._since >= self.checkpoint_bytes and (
             self._writer is None or not self._writer.is_alive()
         ):
-            lsn, img, held = self._capture()
+            lsn, img = self._capture()
             self._writer = threading.Thread(
-                target=self._background, args=(lsn, img, held), name="psoup-checkpoint",
-                daemon=True,
-            )  # fmt: skip
+                target=self._background, args=(lsn, img), name="psoup-checkpoint", daemon=True
+            )
             self._writer.start()
         if op == "replace":  # in bulk, beside the log: its record only names the file
             fields = {**fields, "file": self._write_load(columns)}
