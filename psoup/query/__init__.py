@@ -13,10 +13,11 @@ from functools import lru_cache
 from psoup.query.ast import Query
 from psoup.query.binder import bind, canonical
 from psoup.query.parser import parse
+from psoup.query.prepared import Prepared
 from psoup.query.spec import QuerySpec
 from psoup.values import Schema
 
-__all__ = ["QuerySpec", "canonical", "compile_query", "parse"]
+__all__ = ["Prepared", "QuerySpec", "canonical", "compile_query", "parse", "prepare"]
 
 
 def compile_query(
@@ -31,6 +32,13 @@ def compile_query(
     """
     tree: Query = _parse_cached(text)
     return bind(tree, text, params or {}, schemas)
+
+
+def prepare(text: str, schemas: Mapping[str, Schema]) -> Prepared:
+    """``text`` parsed once, to be bound per parameter set (``Prepared.bind``, which
+    gives what ``compile_query`` gives). Raises ``QuerySyntaxError`` for text that does
+    not parse; ``Prepared.check`` finds the rest of what no parameter value can mend."""
+    return Prepared(text, _parse_cached(text), schemas)
 
 
 @lru_cache(maxsize=4096)

@@ -28,6 +28,7 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from psoup.errors import (
     QueryError,
@@ -86,7 +87,42 @@ def _a(type_: str) -> str:
 
 
 def _comparable(a: str, b: str) -> bool:
-    return (a in NUMERIC) == (b in NUMERIC)
+    return a == "any" or b == "any" or (a in NUMERIC) == (b in NUMERIC)
+
+
+class _Open:
+    """The value of a parameter bound without one (``bind(..., params=OPEN)``, what
+    preparing a template checks): of any type, its own negation, and neither above nor
+    below anything, so no check of a value fires on it."""
+
+    def __neg__(self) -> _Open:
+        return self
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    __gt__ = __le__ = __ge__ = __lt__
+
+    def __repr__(self) -> str:
+        return "OPEN"
+
+
+#: Bind with every parameter open: the checks that do not depend on parameter values.
+OPEN: Mapping[str, object] = MappingProxyType({})
+
+
+def param_value(value: object) -> Value | None:
+    """A parameter's value as a query holds it (an int, a finite float or a str), or None
+    when it is refused (a bool, a non-finite number, another type). O(1)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def render_value(value: Value) -> str:
@@ -107,6 +143,7 @@ class _Binder:
     def __init__(self, text: str, params: Mapping[str, object], schemas: Mapping[str, Schema]):
         self.text = text
         self.params = params
+        self.open = params is OPEN
         self.schemas = schemas
         self.sources: list[Source] = []
         self.source_schemas: list[Schema] = []
@@ -346,7 +383,7 @@ class _Binder:
             raise self.error(UnsupportedQueryError, ARITHMETIC, right.pos)
         other, other_type = self.resolve(right.left)
         offset = self.const(right.right)
-        if offset.type not in NUMERIC:
+        if offset.type not in (*NUMERIC, "any"):
             raise self.error(
                 QueryTypeError, f"the offset must be a number, not {offset.what}", offset.pos
             )
@@ -389,13 +426,15 @@ class _Binder:
                 node.value, _type_of(node.value), f"the {kind} {render_value(node.value)}", node.pos
             )
         if isinstance(node, ast.Param):
+            if self.open:
+                return _Const(_Open(), "any", f"parameter :{node.name}", node.pos)  # type: ignore[arg-type]
             value = self.param(node)
             return _Const(
                 value, _type_of(value), f"parameter :{node.name}, {_a(_type_of(value))}", node.pos
             )
         if isinstance(node, ast.Neg):
             inner = self.const(node.operand)
-            if inner.type not in NUMERIC:
+            if inner.type not in (*NUMERIC, "any"):
                 raise self.error(QueryTypeError, f"cannot negate {inner.what}", node.pos)
             return _Const(-inner.value, inner.type, f"minus {inner.what}", node.pos)  # type: ignore[operator]
         raise self.error(UnsupportedQueryError, ARITHMETIC, node.pos)  # pragma: no cover
@@ -409,15 +448,12 @@ class _Binder:
             )
         value = self.params[node.name]
         self.used.add(node.name)
+        bound = param_value(value)
+        if bound is not None:
+            return bound
         if isinstance(value, bool):
             problem = "is a bool; pass an int, a float or a str"
-        elif isinstance(value, str):
-            return value
-        elif isinstance(value, numbers.Integral):
-            return int(value)
         elif isinstance(value, numbers.Real):
-            if math.isfinite(value):
-                return float(value)
             problem = f"is {value}; pass a finite number"
         else:
             problem = f"has type {type(value).__name__}; pass an int, a float or a str"
