@@ -15,6 +15,7 @@ invoke:   NOW and window -> visible seq range -> strategy rows -> project / aggr
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import secrets
@@ -33,10 +34,11 @@ from psoup.errors import (
     SchemaError,
     UnknownHandleError,
     UnknownStreamError,
+    UnknownTemplateError,
     ValueRangeError,
 )
 from psoup.plan import Plan
-from psoup.query import compile_query
+from psoup.query import Prepared, prepare
 from psoup.query.spec import QuerySpec
 from psoup.result import aggregate, partial, project, project_columns
 from psoup.strategies import STRATEGIES, NoMat, PSoupC
@@ -162,6 +164,27 @@ class QueryRows(Sequence):
         return out
 
 
+def template_id(text: str) -> str:
+    """A template's id: 128 bits of the SHA-256 of its text, hex. Preparing one text
+    twice gives one template; the id says nothing the text does not."""
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Template:
+    """A prepared query (``Engine.prepare``): its id, text and parameters' names."""
+
+    engine: Engine = field(repr=False, compare=False)
+    id: str
+    text: str
+    params: tuple[str, ...]
+
+    def register(self, params: Mapping[str, object] | None = None, owner: str | None = None) -> str:
+        """Register the template for ``params``; returns the new query's handle. As
+        ``Engine.register_template``."""
+        return self.engine.register_template(self.id, params, owner=owner)
+
+
 @dataclass
 class EngineImage:
     """What ``Engine.capture`` saw: enough to build the same engine again (results are
@@ -174,6 +197,7 @@ class EngineImage:
     next_tid: int
     states: dict[str, bytes | list]
     seconds: dict[str, float] = field(default_factory=dict)
+    templates: list[str] = field(default_factory=list)  # prepared texts, in order
 
 
 class Engine:
@@ -203,6 +227,11 @@ class Engine:
         self.streams: dict[str, Stream] = {}
         self.queries: dict[str, Query] = {}
         self._by_qid: dict[int, Query] = {}
+        # Prepared texts: the templates clients prepared (id -> Prepared, durable), and
+        # the texts registered lately (text -> Prepared, the newest _RECENT_TEXTS), so a
+        # text registered again with other values is not parsed and bound again.
+        self._templates: dict[str, Prepared] = {}
+        self._recent: dict[str, Prepared] = {}
         self._entry_owner: dict[int, tuple[int, int]] = {}  # entry -> (qid, source)
         self._join_entries: set[int] = set()
         self._next_tid = 0
@@ -574,7 +603,8 @@ class Engine:
             t2 = time.perf_counter()
             states = {name: st.snapshot() for name, st in self._states.items()}
             seconds = {"streams": t1 - t0, "queries": t2 - t1, "states": time.perf_counter() - t2}
-            return EngineImage(streams, queries, self._next_tid, states, seconds)
+            templates = [p.text for p in self._templates.values()]
+            return EngineImage(streams, queries, self._next_tid, states, seconds, templates)
 
     _RESTORE_CHUNK_ROWS = 1 << 20
 
@@ -605,6 +635,8 @@ class Engine:
             for name, blob in img.states.items():
                 if name in self._states:
                     self._states[name].restore(blob)
+            for text in img.templates:
+                self.restore_template(text)
             for handle, text, params, owner, at in img.queries:
                 self.restore_query(handle, text, params, owner, at)
             for si in img.streams:
@@ -651,10 +683,90 @@ class Engine:
         is called with the streams the query reads once it compiles, and may refuse it by
         raising (nothing is registered then). As ``register`` otherwise."""
         with self.lock:
-            spec = compile_query(text, params, self.schemas())
+            spec = self.compile(text, params)
             plan = Plan(spec, self.schemas())
             return self._restore_planned(handle, text, params, owner, registered_at, spec, plan,
                                          allow)  # fmt: skip
+
+    _RECENT_TEXTS = 1024
+
+    def compile(self, text: str, params: Mapping[str, object] | None) -> QuerySpec:
+        """``compile_query(text, params, <the streams' schemas>)`` from the text's kept
+        ``Prepared``: O(factors) for a text registered (or prepared) before with
+        parameters of the same names and types (psoup/query/prepared.py), else a parse
+        and a bind. Raises the QueryError ``compile_query`` raises."""
+        with self.lock:
+            schemas = self.schemas()
+            prep = self._recent.get(text)
+            if prep is not None:
+                return prep.bind(params, schemas)
+            prep = prepare(text, schemas)
+            spec = prep.bind(params, schemas)
+            self._keep_recent(prep)
+            return spec
+
+    def _keep_recent(self, prep: Prepared) -> None:
+        if len(self._recent) >= self._RECENT_TEXTS:
+            del self._recent[next(iter(self._recent))]
+        self._recent[prep.text] = prep
+
+    # ============================================================== templates
+    def prepare(self, text: str) -> Template:
+        """Prepare ``text`` as a template: parsed and checked now, registered later for
+        each parameter set by ``register_template`` (O(factors) to bind, where
+        ``register`` parses and binds the text). Raises the QueryError of anything no
+        parameter value can mend (syntax, names, types of literals and columns,
+        unsupported shapes), with line and column; the parameters' values are checked at
+        registration. Preparing a text again gives the same template. Durable."""
+        with self.lock:
+            schemas = self.schemas()
+            prep = prepare(text, schemas)
+            prep.check(schemas)
+            tid = template_id(text)
+            if tid not in self._templates:
+                self._log("prepare", {"id": tid, "text": text})
+                self._templates[tid] = prep
+                self._keep_recent(prep)
+            return Template(self, tid, text, prep.params)
+
+    def restore_template(self, text: str) -> str:
+        """Bring a template back as it was prepared (recovery); returns its id. Not
+        checked again: a stream it reads may have gone since, and registering it then
+        says so as it did before."""
+        with self.lock:
+            tid = template_id(text)
+            if tid not in self._templates:
+                self._templates[tid] = prep = prepare(text, self.schemas())
+                self._keep_recent(prep)
+            return tid
+
+    def template(self, template_id: str) -> Template:
+        """The template ``template_id``; UnknownTemplateError when none was prepared."""
+        with self.lock:
+            prep = self._prepared_template(template_id)
+            return Template(self, template_id, prep.text, prep.params)
+
+    def _prepared_template(self, template_id: str) -> Prepared:
+        prep = self._templates.get(template_id)
+        if prep is None:
+            raise UnknownTemplateError(f"template_id {template_id!r} is not prepared")
+        return prep
+
+    def register_template(
+        self,
+        template_id: str,
+        params: Mapping[str, object] | None = None,
+        owner: str | None = None,
+        allow: Callable[[Sequence[str]], None] | None = None,
+    ) -> str:
+        """Register the template ``template_id`` for ``params``; returns the new query's
+        handle. The query is the one ``register(text, params)`` makes, logged the same.
+        UnknownTemplateError when none was prepared; the QueryError of ``register`` when
+        ``params`` do not fit (names, types), at its position in the template's text."""
+        with self.lock:
+            text = self._prepared_template(template_id).text
+            return self.restore_query(secrets.token_hex(16), text, params, owner, time.time(),
+                                      allow=allow)  # fmt: skip
 
     def _restore_planned(
         self, handle, text, params, owner, registered_at, spec, plan, allow=None
@@ -1167,6 +1279,7 @@ class Engine:
             return {
                 "strategy": self.strategy.name,
                 "queries": len(self.queries),
+                "templates": len(self._templates),
                 "matches_marked": self.matches_marked,
                 "results": self.strategy.results.stats(),
                 "streams": streams,
@@ -1183,6 +1296,8 @@ class Engine:
             self.streams.clear()
             self.queries.clear()
             self._by_qid.clear()
+            self._templates.clear()
+            self._recent.clear()
             self._subs.clear()
             self._subs_by_qid.clear()
 
@@ -1203,6 +1318,7 @@ class Engine:
             qids = [q.qid for q in self.queries.values()]
             assert qids == sorted(qids), "queries out of registration order"
             assert list(self._by_qid) == qids
+            assert all(template_id(p.text) == t for t, p in self._templates.items())
 
 
 def _unsorted(gather: Callable[[np.ndarray], np.ndarray], seqs: np.ndarray) -> np.ndarray:

@@ -111,6 +111,10 @@ class UnknownHandleError(NotFoundError):
     """No registered query has that handle."""
 
 
+class UnknownTemplateError(NotFoundError):
+    """A template id that was not prepared."""
+
+
 class AlreadyExistsError(PSoupError):
     """A stream with that name exists already."""
 

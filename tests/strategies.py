@@ -170,6 +170,19 @@ class QueryCase:
         return dict(self.params)
 
 
+def shifted(case: QueryCase, shift: int) -> QueryCase:
+    """``case`` with each parameter's value moved by ``shift``, keeping its type."""
+
+    def move(v: Value) -> Value:
+        if isinstance(v, str):
+            return STRINGS[(STRINGS.index(v) + shift) % len(STRINGS)] if v in STRINGS else v
+        if isinstance(v, int):
+            return (v + shift) % 9 - 1
+        return ((v * 2 + shift) % 17 - 2) / 2
+
+    return QueryCase(case.text, tuple((n, move(v)) for n, v in case.params))
+
+
 def literal(value: Value) -> str:
     """``value`` as it is written in a query."""
     if isinstance(value, str):
@@ -394,6 +407,15 @@ class Register:
 
 
 @dataclass(frozen=True)
+class RegisterAgain:
+    """Register an earlier registration's text (``which`` modulo their number) again, as
+    a prepared template, with each parameter's value moved by ``shift`` (same type)."""
+
+    which: int
+    shift: int
+
+
+@dataclass(frozen=True)
 class Unregister:
     which: int
 
@@ -412,7 +434,7 @@ class Invoke:
     stale: bool = False
 
 
-Step = Insert | BadInsert | Register | Unregister | Invoke | InvokeAll
+Step = Insert | BadInsert | Register | RegisterAgain | Unregister | Invoke | InvokeAll
 
 DEFECTS = ("time", "time", "type", "arity", "bool", "nan", "keys")
 
@@ -452,12 +474,14 @@ def steps_for(streams: tuple[StreamDef, ...], max_rows: int = 6) -> st.SearchStr
         "insert": idx.flatmap(insert_for),
         "invoke": st.builds(Invoke, which, now_deltas),
         "register": queries(streams).map(Register),
+        "again": st.builds(RegisterAgain, which, ints(1, 9)),
         "unregister": st.builds(Unregister, which),
         "stale": st.builds(Invoke, which, st.none(), st.just(True)),
         "bad": idx.flatmap(bad_insert_for),
     }
     # relative frequencies; hypothesis shrinks towards the first kind
-    weights = {"insert": 8, "invoke": 6, "register": 4, "unregister": 1, "stale": 1, "bad": 1}
+    weights = {"insert": 8, "invoke": 6, "register": 4, "again": 2, "unregister": 1, "stale": 1,
+               "bad": 1}  # fmt: skip
     pool = [k for k, w in weights.items() for _ in range(w)]
     return pick(tuple(pool)).flatmap(kinds.__getitem__)
 

@@ -14,7 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from psoup.errors import QueryError, QueryParameterError, QueryTypeError
+import psoup
+from psoup.errors import (
+    QueryError,
+    QueryNameError,
+    QueryParameterError,
+    QuerySyntaxError,
+    QueryTypeError,
+    UnknownTemplateError,
+)
 from psoup.query import compile_query, prepare
 from psoup.query.prepared import Prepared
 from psoup.values import Schema
@@ -130,3 +138,65 @@ def test_checking_a_template_finds_what_no_value_can_mend() -> None:
         prepare(text, SCHEMAS).check(SCHEMAS)
     with pytest.raises(QueryTypeError, match="cannot compare int column a with the string"):
         prepare("SELECT a FROM r WHERE a = 'x' AND b = :v BEGIN 0 END NOW", SCHEMAS).check(SCHEMAS)
+
+
+# --- in the engine ----------------------------------------------------------------------
+
+
+def _db(path=None):
+    db = psoup.connect(path)
+    if "r" not in db.streams:
+        db.create_stream("r", {"a": "int", "name": "str", "t": "int"}, time="t")
+    return db
+
+
+BY_A = "SELECT a, t FROM r WHERE a = :v AND name != :n BEGIN NOW - 5 END NOW"
+
+
+def test_a_template_registers_what_register_does() -> None:
+    db = _db()
+    db.insert("r", [(i % 3, "x" if i % 2 else "y", i) for i in range(12)])
+    tpl = db.prepare(BY_A)
+    assert (tpl.params, db.prepare(BY_A).id, db.template(tpl.id).text) == (("v", "n"), tpl.id, BY_A)
+    for v in range(3):
+        by_template, by_text = (
+            tpl.register({"v": v, "n": "x"}),
+            db.register(BY_A, {"v": v, "n": "x"}),
+        )
+        assert db.describe(by_template).spec == db.describe(by_text).spec
+        db.insert("r", [(v, "y", 20 + v)])
+        assert db.invoke(by_template).rows == db.invoke(by_text).rows != []
+    assert db.stats()["templates"] == 1
+    db._check()
+
+
+def test_a_template_refuses_what_does_not_fit_and_registers_nothing() -> None:
+    db = _db()
+    tpl = db.prepare(BY_A)
+    with pytest.raises(UnknownTemplateError, match="template_id 'nope' is not prepared"):
+        db.register_template("nope", {"v": 1, "n": "x"})
+    with pytest.raises(QueryTypeError, match=r"column 30: .*parameter :v, a str") as info:
+        tpl.register({"v": "1", "n": "x"})
+    assert "a = :v" in str(info.value)  # the template's text, with a caret
+    with pytest.raises(QueryParameterError, match=r":n is not given"):
+        tpl.register({"v": 1})
+    with pytest.raises(QuerySyntaxError):
+        db.prepare("SELECT a FROM r WHERE BEGIN 0 END NOW")
+    with pytest.raises(QueryNameError, match="no attribute 'b'"):
+        db.prepare("SELECT b FROM r WHERE a = :v BEGIN 0 END NOW")
+    assert (len(db.queries), db.stats()["templates"]) == (0, 1)
+
+
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["log", "checkpoint"])
+def test_a_prepared_template_survives_a_restart(tmp_path, checkpoint) -> None:
+    db = _db(tmp_path)
+    tid = db.prepare(BY_A).id
+    h = db.register_template(tid, {"v": 1, "n": "x"})
+    db.insert("r", [(1, "y", 1), (1, "x", 2)])
+    db.storage.close(checkpoint=checkpoint)  # without one, as a crash leaves it: the log
+    db.close()
+    db = _db(tmp_path)
+    assert db.template(tid).text == BY_A
+    assert db.invoke(h).rows == db.invoke(db.register_template(tid, {"v": 1, "n": "x"})).rows
+    assert db.invoke(h).rows == [(1, 1)]
+    db.close()

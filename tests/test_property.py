@@ -36,11 +36,13 @@ from strategies import (
     InvokeAll,
     Program,
     Register,
+    RegisterAgain,
     StreamDef,
     Unregister,
     concretize_insert,
     programs,
     queries,
+    shifted,
 )
 
 import psoup
@@ -123,6 +125,7 @@ class Runner:
             for s in strategies
         ]
         self.oracle_handles: list[str] = []
+        self.cases: list = []  # what each Register registered
         self.alive: list[int] = []
         self.dead: list[int] = []
         self.latest: list[int | float | None] = [None] * len(program.streams)
@@ -160,6 +163,8 @@ class Runner:
                 self.insert(step)
             elif isinstance(step, Register):
                 self.register(step)
+            elif isinstance(step, RegisterAgain):
+                self.register_again(step)
             elif isinstance(step, Unregister):
                 self.unregister(step)
             elif isinstance(step, Invoke):
@@ -212,15 +217,34 @@ class Runner:
         if bad:
             self.fail("insert", expected.describe(), bad)
 
-    def register(self, step: Register) -> None:
+    def register(self, step: Register, template: bool = False) -> None:
         q = step.query
         k = len(self.oracle_handles)
-        params = f", params={py(q.params_dict)}" if q.params else ""
-        self.script.append(f"h{k} = db.register({q.text!r}{params})")
+        via = f"db.prepare({q.text!r}).register(" if template else f"db.register({q.text!r}, "
+        self.script.append(f"h{k} = {via}{py(q.params_dict)})")
+
+        def call(db):
+            if template:
+                return db.prepare(q.text).register(q.params_dict)
+            return db.register(q.text, q.params_dict)
+
         try:
-            self.oracle_handles.append(self.oracle.register(q.text, q.params_dict))
-        except QueryError as exc:  # a generated query is always valid
-            raise AssertionError(f"a generated query was refused: {q.text}\n{exc}") from exc
+            handle = self.oracle.register(q.text, q.params_dict)
+        except QueryError as exc:
+            if not template:  # a generated query is always valid
+                raise AssertionError(f"a generated query was refused: {q.text}\n{exc}") from exc
+            # moved values may refuse (an empty window): then every engine refuses alike
+            self.script[-1] = f"{via}{py(q.params_dict)})  # refused"
+            bad = []
+            for e in self.engines:
+                got = _call(lambda e=e: call(e.db))
+                if type(got.error) is not type(exc):
+                    bad.append((e.strategy, got))
+            if bad:
+                self.fail("register", f"{type(exc).__name__}: {exc}", bad)
+            return
+        self.oracle_handles.append(handle)
+        self.cases.append(q)
         spec = self.oracle.spec(self.oracle_handles[-1])
         event(
             "register: "
@@ -230,7 +254,7 @@ class Runner:
         )
         bad = []
         for e in self.engines:
-            got = _call(lambda e=e: e.db.register(q.text, q.params_dict))
+            got = _call(lambda e=e: call(e.db))
             if got.error is not None:
                 bad.append((e.strategy, got))
                 e.handles.append("")
@@ -245,6 +269,11 @@ class Runner:
         self.alive.append(k)
         if bad:
             self.fail("register", "a handle", bad)
+
+    def register_again(self, step: RegisterAgain) -> None:
+        if self.cases:
+            case = self.cases[step.which % len(self.cases)]
+            self.register(Register(shifted(case, step.shift)), template=True)
 
     def unregister(self, step: Unregister) -> None:
         if not self.alive:

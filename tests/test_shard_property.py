@@ -20,7 +20,7 @@ from strategies import Program, Register, programs
 from test_property import Runner, _Engine, _settings, big_programs, py
 
 import psoup.shard
-from psoup.errors import UnsupportedQueryError
+from psoup.errors import QueryError, UnsupportedQueryError
 from psoup.plan import Plan
 from psoup.query import compile_query
 from psoup.shard.partition import placement
@@ -62,25 +62,31 @@ class ShardedRunner(Runner):
 
     def _refused(self, text: str, params: dict) -> bool:
         schemas = {s.name: _schema(s) for s in self.program.streams}
-        plan = Plan(compile_query(text, params, schemas), schemas)
+        try:
+            plan = Plan(compile_query(text, params, schemas), schemas)
+        except QueryError:
+            return False  # refused for itself: Runner.register checks that
         try:
             placement(plan, self.partition_by, self.n)
         except UnsupportedQueryError:
             return True
         return False
 
-    def register(self, step: Register) -> None:
+    def register(self, step: Register, template: bool = False) -> None:
         q = step.query
         if not self._refused(q.text, q.params_dict):
             event("sharded register: placed")
-            super().register(step)
+            super().register(step, template)
             return
         event("sharded register: refused join")
         self.script.append(f"db.register({q.text!r})  # UnsupportedQueryError")
         self.oracle_handles.append(self.oracle.register(q.text, q.params_dict))
         for e in self.engines:
             with pytest.raises(UnsupportedQueryError):
-                e.db.register(q.text, q.params_dict)
+                if template:
+                    e.db.prepare(q.text).register(q.params_dict)
+                else:
+                    e.db.register(q.text, q.params_dict)
             e.handles.append("")
 
 

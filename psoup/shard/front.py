@@ -55,7 +55,6 @@ from psoup.errors import (
     UnknownStreamError,
 )
 from psoup.plan import Plan
-from psoup.query import compile_query
 from psoup.result import merge
 from psoup.shard.channel import Channel
 from psoup.shard.partition import placement, split, stream_shards
@@ -257,7 +256,7 @@ class ShardedEngine(Engine):
         UnsupportedQueryError, before anything changes, when no shard could answer it
         exactly)."""
         with self.lock:
-            spec = compile_query(text, params, self.schemas())
+            spec = self.compile(text, params)
             plan = Plan(spec, self.schemas())
             parts = {s: self.streams[s].partition_by for s in plan.streams}
             shards = placement(plan, parts, self.n)

@@ -5,6 +5,7 @@
     DIR/checkpoints/<LSN, 16 hex digits>/     the engine as of that log record
         catalog.json      streams (declaration, counters, row count), queries in
                           registration order (handle, text, params, owner, time),
+                          the prepared templates' texts,
                           the next tuple id, the application states' files
         <k>-<stream>-<run>.arrow
                           the stream's stored rows with seqs in run ``run`` (of
@@ -200,7 +201,8 @@ def write(root: Path, lsn: int, img: EngineImage, reuse: dict | None = None) -> 
         out.bytes_written += _write_bytes(tmp / states[name],
                                           blob if isinstance(blob, list) else [blob])  # fmt: skip
     clock = _lap(out, "states", clock)
-    catalog = {"lsn": lsn, "next_tid": img.next_tid, "streams": streams, "states": states}
+    catalog = {"lsn": lsn, "next_tid": img.next_tid, "streams": streams, "states": states,
+               "templates": img.templates}  # fmt: skip
     out.bytes_written += _write_bytes(tmp / "catalog.json", _catalog_json(catalog, img.queries))
     fsync_dir(tmp)  # each file was forced by its writer; a linked one was already
     os.replace(tmp, final)
@@ -338,7 +340,9 @@ def read(path: Path) -> EngineImage:
             )  # fmt: skip
         states = {n: (path / f).read_bytes() for n, f in catalog["states"].items()}
         queries = [tuple(q) for q in catalog["queries"]]
-        return EngineImage(streams, queries, catalog["next_tid"], states)
+        # Checkpoints written before templates have none.
+        return EngineImage(streams, queries, catalog["next_tid"], states,
+                           templates=catalog.get("templates", []))  # fmt: skip
     except (OSError, KeyError, ValueError, pa.ArrowInvalid) as err:
         raise ValueError(f"checkpoint {path} is damaged: {err}") from None
 

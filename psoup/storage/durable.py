@@ -366,6 +366,8 @@ def apply(engine, rec: Record, loads: Path) -> None:
             )
         elif rec.op == "unregister":
             engine.unregister(f["handle"])
+        elif rec.op == "prepare":
+            engine.restore_template(f["text"])
         elif rec.op == "replace":
             st = engine.streams[f["stream"]]
             cols = rec.columns or _read_load(loads / f["file"])

@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 _LEN = struct.Struct("<I")
-OPS = ("create_stream", "drop_stream", "insert", "replace", "register", "unregister", "grant")
+OPS = (
+    "create_stream", "drop_stream", "insert", "replace", "register", "unregister", "grant",
+    "prepare",
+)  # fmt: skip
 
 
 @dataclass
