@@ -29,6 +29,7 @@ from clients.messages import (
     QueryInfo,
     StagedPart,
     StreamInfo,
+    Template,
     Window,
 )
 from clients.psoup_client import PSoupClient, Subscription
@@ -55,6 +56,7 @@ __all__ = [
     "StagedPart",
     "StreamInfo",
     "Subscription",
+    "Template",
     "Unauthenticated",
     "Unavailable",
     "Window",

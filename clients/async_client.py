@@ -25,7 +25,7 @@ import numpy as np
 from clients import batching, channel, messages
 from clients.channel import DEFAULT, Timeout
 from clients.errors import InvalidArgument, ResourceExhausted, error_from_rpc
-from clients.messages import IngestAck, QueryInfo, StreamInfo
+from clients.messages import IngestAck, QueryInfo, StreamInfo, Template
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
 from psoup.api import psoup_pb2_grpc as pb_grpc
@@ -268,19 +268,30 @@ class AsyncPSoupClient:
             raise failure[0]
 
     # -- queries ----------------------------------------------------------------------
+    async def prepare(self, text: str, *, timeout: Timeout = DEFAULT) -> Template:
+        """Prepare ``text`` as a template; see ``PSoupClient.prepare``."""
+        req = pb.PrepareQueryRequest(text=text)
+        reply = await self._unary(self._stub.PrepareQuery, req, timeout)
+        return messages.template_from(text, reply)
+
     async def register(
-        self, text: str, params: Mapping[str, object] | None = None, *, timeout: Timeout = DEFAULT
+        self,
+        query: str | Template,
+        params: Mapping[str, object] | None = None,
+        *,
+        timeout: Timeout = DEFAULT,
     ) -> str:
-        """Register a standing query; returns its handle. See ``PSoupClient.register``."""
+        """Register a standing query from its text or a template; returns its handle.
+        See ``PSoupClient.register``."""
         try:
-            req = messages.register_request(text, params)
+            req = messages.register_request(query, params)
         except codec.CodecError as err:
             raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, f"params: {err}") from None
         return (await self._unary(self._stub.RegisterQuery, req, timeout)).handle
 
     async def register_invoke(
         self,
-        text: str,
+        query: str | Template,
         params: Mapping[str, object] | None = None,
         now: int | float | None = None,
         *,
@@ -289,7 +300,7 @@ class AsyncPSoupClient:
         """Register and take the current result in one round trip: ``(handle, result)``;
         see ``PSoupClient.register_invoke``."""
         try:
-            req = messages.register_request(text, params, invoke=True, now=now)
+            req = messages.register_request(query, params, invoke=True, now=now)
         except codec.CodecError as err:
             raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, f"params: {err}") from None
         reply = await self._unary(self._stub.RegisterQuery, req, timeout)

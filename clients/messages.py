@@ -85,6 +85,22 @@ class QueryInfo:
 
 
 @dataclass(frozen=True)
+class Template:
+    """A prepared query (``PSoupClient.prepare``): pass it to ``register`` or
+    ``register_invoke`` in place of the text, with the parameters' values."""
+
+    id: str
+    text: str
+    params: tuple[str, ...]  # the parameters' names, each once, in the order written
+    streams: tuple[str, ...]
+
+
+def template_from(text: str, reply: pb.PrepareQueryResponse) -> Template:
+    """The Template a PrepareQueryResponse describes."""
+    return Template(reply.template_id, text, tuple(reply.params), tuple(reply.streams))
+
+
+@dataclass(frozen=True)
 class StagedPart:
     """What one LoadBatches call staged: ``replaced`` when its part had been staged
     before (a retried writer) and this call's rows took the earlier ones' place."""
@@ -145,17 +161,21 @@ def create_stream_request(
 
 
 def register_request(
-    text: str,
+    query: str | Template,
     params: Mapping[str, object] | None,
     invoke: bool = False,
     now: float | None = None,
 ) -> pb.RegisterQueryRequest:
-    """A RegisterQueryRequest (``invoke``: answer with the current result too, as of
-    ``now``, None: the server's NOW); raises codec.CodecError for a value that cannot be
-    sent."""
+    """A RegisterQueryRequest for a query's text or a prepared template (``invoke``:
+    answer with the current result too, as of ``now``, None: the server's NOW); raises
+    codec.CodecError for a value that cannot be sent."""
     req = pb.RegisterQueryRequest(
-        text=text, params={k: codec.to_value(v) for k, v in (params or {}).items()}, invoke=invoke
+        params={k: codec.to_value(v) for k, v in (params or {}).items()}, invoke=invoke
     )
+    if isinstance(query, Template):
+        req.template_id = query.id
+    else:
+        req.text = query
     if now is not None:
         req.now = float(now)
     return req

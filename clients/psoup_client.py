@@ -29,7 +29,7 @@ import numpy as np
 from clients import batching, channel, messages
 from clients.channel import DEFAULT, Timeout
 from clients.errors import InvalidArgument, ResourceExhausted, error_from_rpc
-from clients.messages import IngestAck, QueryInfo, StagedPart, StreamInfo
+from clients.messages import IngestAck, QueryInfo, StagedPart, StreamInfo, Template
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
 from psoup.api import psoup_pb2_grpc as pb_grpc
@@ -349,26 +349,36 @@ class PSoupClient:
             raise error_from_rpc(err) from err
 
     # -- queries ----------------------------------------------------------------------
+    def prepare(self, text: str, *, timeout: Timeout = DEFAULT) -> Template:
+        """Prepare ``text`` as a template, to register for many parameter sets (pass it to
+        ``register`` or ``register_invoke`` in place of the text): the server parses and
+        checks it once. InvalidArgument (line and column) for what no parameter value
+        can mend; the parameters are checked at each registration."""
+        reply = self._unary(self._stub.PrepareQuery, pb.PrepareQueryRequest(text=text), timeout)
+        return messages.template_from(text, reply)
+
     def register(
         self,
-        text: str,
+        query: str | Template,
         params: Mapping[str, object] | None = None,
         *,
         timeout: Timeout = DEFAULT,
     ) -> str:
-        """Register a standing query; returns its handle (keep it secret).
+        """Register a standing query, from its text or a template (``prepare``); returns
+        its handle (keep it secret).
 
-        InvalidArgument for a bad query (the message has line and column) or parameter.
+        InvalidArgument for a bad query (the message has line and column) or parameter;
+        NotFound for a template the server does not know.
         """
         try:
-            req = messages.register_request(text, params)
+            req = messages.register_request(query, params)
         except codec.CodecError as err:
             raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, f"params: {err}") from None
         return self._unary(self._stub.RegisterQuery, req, timeout).handle
 
     def register_invoke(
         self,
-        text: str,
+        query: str | Template,
         params: Mapping[str, object] | None = None,
         now: int | float | None = None,
         *,
@@ -381,7 +391,7 @@ class PSoupClient:
         and ``invoke``; a refused ``now`` registers nothing.
         """
         try:
-            req = messages.register_request(text, params, invoke=True, now=now)
+            req = messages.register_request(query, params, invoke=True, now=now)
         except codec.CodecError as err:
             raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, f"params: {err}") from None
         reply = self._unary(self._stub.RegisterQuery, req, timeout)

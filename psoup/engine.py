@@ -177,7 +177,8 @@ class Template:
     engine: Engine = field(repr=False, compare=False)
     id: str
     text: str
-    params: tuple[str, ...]
+    params: tuple[str, ...]  # the parameters' names, each once, in the order written
+    streams: tuple[str, ...]  # the streams it reads
 
     def register(self, params: Mapping[str, object] | None = None, owner: str | None = None) -> str:
         """Register the template for ``params``; returns the new query's handle. As
@@ -711,23 +712,27 @@ class Engine:
         self._recent[prep.text] = prep
 
     # ============================================================== templates
-    def prepare(self, text: str) -> Template:
+    def prepare(self, text: str, allow: Callable[[Sequence[str]], None] | None = None) -> Template:
         """Prepare ``text`` as a template: parsed and checked now, registered later for
         each parameter set by ``register_template`` (O(factors) to bind, where
         ``register`` parses and binds the text). Raises the QueryError of anything no
         parameter value can mend (syntax, names, types of literals and columns,
         unsupported shapes), with line and column; the parameters' values are checked at
-        registration. Preparing a text again gives the same template. Durable."""
+        registration. Preparing a text again gives the same template. Durable.
+        ``allow(streams)``, given, may refuse it by raising once it checks (nothing is
+        kept then)."""
         with self.lock:
             schemas = self.schemas()
             prep = prepare(text, schemas)
             prep.check(schemas)
+            if allow is not None:
+                allow(list(prep.streams))
             tid = template_id(text)
             if tid not in self._templates:
                 self._log("prepare", {"id": tid, "text": text})
                 self._templates[tid] = prep
                 self._keep_recent(prep)
-            return Template(self, tid, text, prep.params)
+            return Template(self, tid, text, prep.params, prep.streams)
 
     def restore_template(self, text: str) -> str:
         """Bring a template back as it was prepared (recovery); returns its id. Not
@@ -744,7 +749,7 @@ class Engine:
         """The template ``template_id``; UnknownTemplateError when none was prepared."""
         with self.lock:
             prep = self._prepared_template(template_id)
-            return Template(self, template_id, prep.text, prep.params)
+            return Template(self, template_id, prep.text, prep.params, prep.streams)
 
     def _prepared_template(self, template_id: str) -> Prepared:
         prep = self._templates.get(template_id)

@@ -40,6 +40,7 @@ from clients import (
 )
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
+from psoup.api import psoup_pb2_grpc as pb_grpc
 from psoup.server import ServerConfig, start_server
 from psoup.values import InsertResult, Result
 
@@ -422,6 +423,10 @@ def test_authentication_and_ownership(auth_server) -> None:
         assert a.invoke(h).rows == []
         with pytest.raises(PermissionDenied, match="another client"):
             b.invoke(h)
+        with pytest.raises(PermissionDenied, match="'r'"):
+            b.prepare(SEL.format(s="r"))
+        with pytest.raises(PermissionDenied, match="'r'"):  # a's template: still no right
+            b.register(a.prepare(SEL.format(s="r")), {"x": 1})
         with pytest.raises(PermissionDenied):
             b.unregister(h)
 
@@ -482,6 +487,13 @@ def test_async_client_every_method(target) -> None:
                 await c.register(f"SELECT FROM {name} BEGIN 0 END NOW")
             info = await c.describe_query(h)
             assert info.params == {"x": 20} and info.invocations == 1
+            tpl = await c.prepare(SEL.format(s=name))
+            ht = await c.register(tpl, {"x": 20})
+            assert await c.invoke(ht) == embedded(data, SEL, {"x": 20})
+            hc, current = await c.register_invoke(tpl, {"x": 30})
+            assert current == embedded(data, SEL, {"x": 30})
+            for done in (ht, hc):
+                await c.unregister(done)
 
             every = "SELECT vid, spd FROM {s} BEGIN 0 END NOW"
             hall = await c.register(every.format(s=name))
@@ -585,3 +597,43 @@ def test_a_result_larger_than_a_message_comes_in_pages() -> None:
             assert small.describe_query(h).invocations == 2  # too large to receive, pages
     finally:
         big.stop(grace=1)
+
+
+# ---------------------------------------------------------------------- templates
+
+
+def test_a_template_registers_what_its_text_does(client, stream) -> None:
+    data = rows(40)
+    client.insert(stream, data)
+    text = SEL.format(s=stream)
+    tpl = client.prepare(text)
+    assert (tpl.text, tpl.params, tpl.streams) == (text, ("x",), (stream,))
+    assert client.prepare(text) == tpl  # one text, one template
+    for x in (20, 50.5):
+        h = client.register(tpl, {"x": x})
+        assert client.invoke(h) == embedded(data, SEL, {"x": x})
+        assert client.describe_query(h).text == text
+        h2, current = client.register_invoke(tpl, {"x": x})
+        assert current == client.invoke(h2) == client.invoke(h)
+
+
+def test_a_template_refuses_what_does_not_fit(client, stream) -> None:
+    tpl = client.prepare(SEL.format(s=stream))
+    before = client.stats()["queries"]
+    with pytest.raises(NotFound, match=r"template_id '0+' is not prepared"):
+        client.register(messages.Template("0" * 32, tpl.text, tpl.params, tpl.streams), {"x": 1})
+    with pytest.raises(InvalidArgument, match=r"line 1, column \d+: .*parameter :x, a str"):
+        client.register(tpl, {"x": "fast"})
+    with pytest.raises(InvalidArgument, match=r"parameter :x is not given"):
+        client.register(tpl)
+    with pytest.raises(InvalidArgument, match=r"line 1, column 8: .*no attribute 'nope'"):
+        client.prepare(f"SELECT nope FROM {stream} WHERE vid = :v BEGIN 0 END NOW")
+    with pytest.raises(InvalidArgument, match="text: the query text is empty"):
+        client.prepare("  ")
+    stub = pb_grpc.PSoupStub(client._channel)
+    both = pb.RegisterQueryRequest(text=tpl.text, template_id=tpl.id)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.RegisterQuery(both, timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "give the query's text or template_id, not both" in err.value.details()
+    assert client.stats()["queries"] == before  # nothing registered above

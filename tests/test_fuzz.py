@@ -165,6 +165,7 @@ class Fuzzed:
                 (QUERIES[0], {}), (QUERIES[2], {}), (QUERIES[4], {}),
                 ("SELECT * FROM f BEGIN NOW - 5 END NOW", {}),
             )]  # fmt: skip
+            self.templates = [c.prepare(QUERIES[1]).id]
             self.expected = c.invoke(self.control).rows
         self.rss0 = self.srv.rss_bytes()
         self.sent = 0
@@ -253,7 +254,7 @@ def _safe_backup(msg: pb.BackupRequest, root: Path) -> pb.BackupRequest:
 @pytest.mark.parametrize("method", METHODS)
 def test_generated_requests_get_no_internal_error(fuzzed: Fuzzed, method: str) -> None:
     m = SERVICE.methods_by_name[method]
-    strings = _strings(fuzzed.handles)
+    strings = _strings([*fuzzed.handles, *fuzzed.templates])
     one = messages(m.input_type, strings)
     requests = st.lists(one, max_size=3) if method in STREAMING_IN else one
 
@@ -288,6 +289,7 @@ def _valid(method: str, f: Fuzzed) -> bytes:
         "Grant": pb.GrantRequest(stream="r", client="bob", right="read"),
         "Revoke": pb.GrantRequest(stream="r", client="bob", right="read"),
         "Ingest": pb.IngestRequest(stream="f", columns=cols, batch_id=1),
+        "PrepareQuery": pb.PrepareQueryRequest(text=QUERIES[1]),
         "RegisterQuery": pb.RegisterQueryRequest(
             text=QUERIES[1], params={"p": pb.Value(int_value=3)}
         ),

@@ -182,8 +182,24 @@ class IngestAck(_message.Message):
     matches: int
     def __init__(self, batch_id: _Optional[int] = ..., rows: _Optional[int] = ..., first_tuple_id: _Optional[int] = ..., last_tuple_id: _Optional[int] = ..., matches: _Optional[int] = ...) -> None: ...
 
+class PrepareQueryRequest(_message.Message):
+    __slots__ = ("text",)
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class PrepareQueryResponse(_message.Message):
+    __slots__ = ("template_id", "params", "streams")
+    TEMPLATE_ID_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    STREAMS_FIELD_NUMBER: _ClassVar[int]
+    template_id: str
+    params: _containers.RepeatedScalarFieldContainer[str]
+    streams: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, template_id: _Optional[str] = ..., params: _Optional[_Iterable[str]] = ..., streams: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class RegisterQueryRequest(_message.Message):
-    __slots__ = ("text", "params", "invoke", "now")
+    __slots__ = ("text", "params", "invoke", "now", "template_id")
     class ParamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -195,11 +211,13 @@ class RegisterQueryRequest(_message.Message):
     PARAMS_FIELD_NUMBER: _ClassVar[int]
     INVOKE_FIELD_NUMBER: _ClassVar[int]
     NOW_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_ID_FIELD_NUMBER: _ClassVar[int]
     text: str
     params: _containers.MessageMap[str, Value]
     invoke: bool
     now: float
-    def __init__(self, text: _Optional[str] = ..., params: _Optional[_Mapping[str, Value]] = ..., invoke: _Optional[bool] = ..., now: _Optional[float] = ...) -> None: ...
+    template_id: str
+    def __init__(self, text: _Optional[str] = ..., params: _Optional[_Mapping[str, Value]] = ..., invoke: _Optional[bool] = ..., now: _Optional[float] = ..., template_id: _Optional[str] = ...) -> None: ...
 
 class ColumnInfo(_message.Message):
     __slots__ = ("name", "type")

@@ -69,6 +69,11 @@ class PSoupStub:
                 request_serializer=psoup_dot_v1_dot_psoup__pb2.IngestRequest.SerializeToString,
                 response_deserializer=psoup_dot_v1_dot_psoup__pb2.IngestAck.FromString,
                 _registered_method=True)
+        self.PrepareQuery = channel.unary_unary(
+                '/psoup.v1.PSoup/PrepareQuery',
+                request_serializer=psoup_dot_v1_dot_psoup__pb2.PrepareQueryRequest.SerializeToString,
+                response_deserializer=psoup_dot_v1_dot_psoup__pb2.PrepareQueryResponse.FromString,
+                _registered_method=True)
         self.RegisterQuery = channel.unary_unary(
                 '/psoup.v1.PSoup/RegisterQuery',
                 request_serializer=psoup_dot_v1_dot_psoup__pb2.RegisterQueryRequest.SerializeToString,
@@ -193,8 +198,19 @@ class PSoupServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PrepareQuery(self, request, context):
+        """Prepare a query text as a template: parsed and checked once (INVALID_ARGUMENT with
+        line:column for what no parameter value can mend); register it later by its id for
+        each parameter set (RegisterQuery with template_id), which binds it without parsing
+        it again. One text gives one template, whoever prepares it; templates are durable.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RegisterQuery(self, request, context):
-        """Register a standing query; returns its handle.
+        """Register a standing query, from its text or a prepared template's id; returns its
+        handle.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -336,6 +352,11 @@ def add_PSoupServicer_to_server(servicer, server):
                     servicer.Ingest,
                     request_deserializer=psoup_dot_v1_dot_psoup__pb2.IngestRequest.FromString,
                     response_serializer=psoup_dot_v1_dot_psoup__pb2.IngestAck.SerializeToString,
+            ),
+            'PrepareQuery': grpc.unary_unary_rpc_method_handler(
+                    servicer.PrepareQuery,
+                    request_deserializer=psoup_dot_v1_dot_psoup__pb2.PrepareQueryRequest.FromString,
+                    response_serializer=psoup_dot_v1_dot_psoup__pb2.PrepareQueryResponse.SerializeToString,
             ),
             'RegisterQuery': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterQuery,
@@ -592,6 +613,33 @@ class PSoup:
             '/psoup.v1.PSoup/Ingest',
             psoup_dot_v1_dot_psoup__pb2.IngestRequest.SerializeToString,
             psoup_dot_v1_dot_psoup__pb2.IngestAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrepareQuery(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/psoup.v1.PSoup/PrepareQuery',
+            psoup_dot_v1_dot_psoup__pb2.PrepareQueryRequest.SerializeToString,
+            psoup_dot_v1_dot_psoup__pb2.PrepareQueryResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -36,7 +36,7 @@ from psoup.linear_road import live
 from psoup.linear_road.check import CONVENTION_FILE, CSV_BLOCK, DEADLINES, FILES, input_error
 from psoup.linear_road.network import REPORT_FIELDS
 from psoup.linear_road.streams import ALL_ALERTS, ALL_TOLLS
-from psoup.linear_road.vehicle import Vehicle
+from psoup.linear_road.vehicle import Vehicle, prepare_queries
 from psoup.progress import progress_bar
 
 # How the driver (and the benchmarks) start their server. Without authentication every
@@ -394,6 +394,7 @@ def replay(
     held: collections.deque[tuple[np.ndarray, int, float]] = collections.deque()
     held_lock = threading.Lock()  # guards acked, held and pending
     vehicles = {} if vehicles is None else vehicles
+    queries = prepare_queries(client)
     for v in vehicles.values():
         v.client = client
     vlock = threading.Lock()
@@ -444,7 +445,7 @@ def replay(
         with vlock:
             v = vehicles.get(vid)
             if v is None:
-                v = vehicles[vid] = Vehicle(client, vid)
+                v = vehicles[vid] = Vehicle(client, vid, queries)
             return v
 
     def answer(row: np.ndarray, w0: float) -> None:

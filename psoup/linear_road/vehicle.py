@@ -5,43 +5,62 @@ It registers each of its standing queries the first time it is needed (its toll
 notifications, its accident alerts, its balance), keeps the handles, and invokes them
 when its driver asks; a daily expenditure
 query over the hydrated ``toll_history`` is registered the first time that (xway, day)
-is asked about. All calls go over gRPC through ``PSoupClient``.
+is asked about. All calls go over gRPC through ``PSoupClient``. The queries are
+templates the driver prepares once (``prepare_queries``): a vehicle's registration
+sends the template's id and its vid, and the server binds it without parsing it again.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
+from clients.messages import Template
 from clients.psoup_client import PSoupClient
 from psoup.linear_road.streams import DAILY_EXPENDITURE, VEHICLE_QUERIES, balance_answer
 from psoup.values import Result
+
+#: A vehicle's queries by name: its three standing queries and the daily expenditure.
+QUERIES: dict[str, str] = {**VEHICLE_QUERIES, "daily": DAILY_EXPENDITURE}
+
+
+def prepare_queries(client: PSoupClient) -> dict[str, Template]:
+    """``QUERIES`` prepared as templates on the server behind ``client``: one
+    PrepareQuery each. Templates are durable, so they outlive a restart of the server."""
+    return {name: client.prepare(text) for name, text in QUERIES.items()}
 
 
 class Vehicle:
     """One vehicle's handles. Thread-safe: one vehicle may be asked from several threads."""
 
-    def __init__(self, client: PSoupClient, vid: int):
+    def __init__(
+        self, client: PSoupClient, vid: int, queries: Mapping[str, Template | str] = QUERIES
+    ):
+        """``queries``: ``QUERIES``' texts or their templates (``prepare_queries``)."""
         self.client = client
         self.vid = vid
+        self.queries = queries
         self.handles: dict[str, str] = {}
         self._daily: dict[tuple[int, int], str] = {}
         self._lock = threading.Lock()
 
-    def _take(self, handles: dict, key, text: str, params: dict, now: int | None = None) -> Result:
+    def _take(
+        self, handles: dict, key, query: Template | str, params: dict, now: int | None = None
+    ) -> Result:
         """The result as of ``now`` (NOW) of the query kept under ``key`` in ``handles``:
         an invoke, or the first time the registration that answers with it (one round
         trip, not two)."""
         with self._lock:
             h = handles.get(key)
             if h is None:
-                h, result = self.client.register_invoke(text, params, now=now)
+                h, result = self.client.register_invoke(query, params, now=now)
                 handles[key] = h
                 return result
         return self.client.invoke(h, now=now)
 
     def _result(self, name: str, now: int | None = None) -> Result:
         """One of the vehicle's standing queries' result as of ``now`` (NOW)."""
-        return self._take(self.handles, name, VEHICLE_QUERIES[name], {"v": self.vid}, now)
+        return self._take(self.handles, name, self.queries[name], {"v": self.vid}, now)
 
     def tolls(self) -> Result:
         """Its toll notifications of the last 30 s."""
@@ -61,7 +80,7 @@ class Vehicle:
     def daily_expenditure(self, xway: int, day: int) -> int:
         """Its tolls on ``xway`` on ``day`` (1 = yesterday .. 69) from the toll history."""
         params = {"v": self.vid, "x": xway, "d": day}
-        result = self._take(self._daily, (xway, day), DAILY_EXPENDITURE, params)
+        result = self._take(self._daily, (xway, day), self.queries["daily"], params)
         return int(result.rows[0][0] or 0)
 
     def disconnect(self) -> None:

@@ -83,6 +83,8 @@ class Prepared:
         #: The parameters' names, each once, in the order written.
         self.params: tuple[str, ...] = tuple(dict.fromkeys(p.name for p in _params(tree)))
         self._streams = tuple(t.name for t in tree.sources)
+        #: The streams it reads, each once, in FROM order.
+        self.streams: tuple[str, ...] = tuple(dict.fromkeys(self._streams))
         self._schemas = self._schemas_of(schemas)
         self._slots = _slots(tree)
         self._specs: dict[tuple, QuerySpec] = {}

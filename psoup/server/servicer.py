@@ -150,7 +150,7 @@ def _stream_info(db: Engine, name: str) -> pb.StreamInfo:
 #: The RPCs someone waits on, a person or an application: while they arrive, bulk ingest
 #: yields part of its time (``psoup serve --ingest-share``).
 INTERACTIVE = frozenset({
-    "DescribeStream", "ListStreams", "RegisterQuery", "InvokeQuery", "Invoke",
+    "DescribeStream", "ListStreams", "PrepareQuery", "RegisterQuery", "InvokeQuery", "Invoke",
     "UnregisterQuery", "DescribeQuery", "ReadStream",
 })  # fmt: skip
 
@@ -466,18 +466,46 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return columns
 
     # -- queries ------------------------------------------------------------------------
+    def _check_text(self, text: str) -> None:
+        """Abort for a query text that is empty or longer than the server takes."""
+        if not text.strip():
+            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "text: the query text is empty")
+        if len(text) > self.config.max_query_chars:
+            raise Abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"text: {len(text)} characters exceed "
+                f"max_query_chars={self.config.max_query_chars}",
+            )
+
+    def PrepareQuery(self, request, context):
+
+        def run():
+            client = self._client(context)
+            self._check_text(request.text)
+
+            def allow(streams):
+                self.access.require_all(self.engine, streams, client, READ)
+
+            tpl = self.worker.call(lambda: self.engine.prepare(request.text, allow=allow))
+            self._kept()
+            return pb.PrepareQueryResponse(
+                template_id=tpl.id, params=list(tpl.params), streams=list(tpl.streams)
+            )
+
+        return self._unary(context, run)
+
     def RegisterQuery(self, request, context):
 
         def run():
             client = self._client(context)
-            if not request.text.strip():
-                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "text: the query text is empty")
-            if len(request.text) > self.config.max_query_chars:
-                raise Abort(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"text: {len(request.text)} characters exceed "
-                    f"max_query_chars={self.config.max_query_chars}",
-                )
+            if request.template_id:
+                if request.text:
+                    raise Abort(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        "text: give the query's text or template_id, not both",
+                    )
+            else:
+                self._check_text(request.text)
             params = {}
             for name, value in request.params.items():
                 v = codec.from_value(value)
@@ -502,7 +530,14 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
                 def register():
                     t0 = time.perf_counter()
-                    handle = self.engine.register(request.text, params, owner=client, allow=allow)
+                    if request.template_id:
+                        handle = self.engine.register_template(
+                            request.template_id, params, owner=client, allow=allow
+                        )
+                    else:
+                        handle = self.engine.register(
+                            request.text, params, owner=client, allow=allow
+                        )
                     q = self.engine.queries[handle]
                     spent[0] = time.perf_counter() - t0  # not the invoke's: kept out of its time
                     later = None
