@@ -29,6 +29,7 @@ from psoup.errors import (
     SchemaError,
     UnknownHandleError,
     UnknownStreamError,
+    UnknownTemplateError,
     UnsupportedQueryError,
 )
 from psoup.values import InsertResult, Result
@@ -53,6 +54,7 @@ __all__ = [
     "SchemaError",
     "UnknownHandleError",
     "UnknownStreamError",
+    "UnknownTemplateError",
     "UnsupportedQueryError",
     "connect",
 ]

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from clients import PSoupClient, PSoupRpcError, ResourceExhausted, Unavailable, batching
+from clients import PSoupClient, PSoupRpcError, ResourceExhausted, Unavailable, batching, messages
 from clients.errors import make_error
 from psoup import formatting
 
@@ -224,9 +224,20 @@ def _batch_hint(err: Exception) -> Exception:
 # ---------------------------------------------------------------------------- queries
 
 
+def prepare(c: PSoupClient, args: argparse.Namespace) -> int:
+    """Print the template id alone, so ``T=$(psoup prepare ...)`` works."""
+    _print(c.prepare(args.query).id)
+    return EXIT_OK
+
+
 def register(c: PSoupClient, args: argparse.Namespace) -> int:
     """Print the handle alone, so ``H=$(psoup register ...)`` works."""
-    _print(c.register(args.query, dict(args.param)))
+    if (args.query is None) == (args.template is None):
+        raise UsageError("register: give the query text or --template ID, not both")
+    query = args.query
+    if args.template is not None:  # the server knows the template by its id alone
+        query = messages.Template(args.template, "", (), ())
+    _print(c.register(query, dict(args.param)))
     return EXIT_OK
 
 
@@ -327,6 +338,7 @@ COMMANDS: dict[str, Callable[[PSoupClient, argparse.Namespace], int]] = {
     "grant": grant,
     "revoke": revoke,
     "ingest": ingest,
+    "prepare": prepare,
     "register": register,
     "invoke": invoke,
     "subscribe": subscribe,

@@ -289,6 +289,34 @@ def test_ingest_register_invoke_describe_stats(capsys, server, tmp_path) -> None
         assert run(capsys, server, *argv) == (1, "", "error: NOT_FOUND: unknown query handle\n")
 
 
+def test_prepare_and_register_a_template(capsys, server) -> None:
+    name = f"c{next(_names)}"
+    with PSoupClient(server) as c:
+        c.create_stream(name, SCHEMA, time="t")
+        c.insert(name, [(i % 3, i * 10, i) for i in range(10)])
+    text = f"SELECT vid, spd FROM {name} WHERE vid = :v BEGIN 0 END NOW"
+    code, out, _ = run(capsys, server, "prepare", text)
+    tid = out.strip()
+    assert code == 0 and re.fullmatch(r"[0-9a-f]{32}", tid)
+    for v in (1, 2):
+        code, out, _ = run(capsys, server, "register", "--template", tid, "--param", f"v={v}")
+        handle = out.strip()
+        assert code == 0 and re.fullmatch(r"[0-9a-f]{32}", handle)
+        code, out, _ = run(capsys, server, "invoke", handle, "--format", "csv")
+        assert out.splitlines()[1:] == [f"{v},{i * 10}" for i in range(10) if i % 3 == v]
+    code, out, err = run(capsys, server, "register", "--template", "0" * 32, "--param", "v=1")
+    assert (code, out, err) == (
+        1,
+        "",
+        f"error: NOT_FOUND: template_id '{'0' * 32}' is not prepared\n",
+    )
+    for argv in (("register", "--param", "v=1"), ("register", text, "--template", tid)):
+        code, out, err = run(capsys, server, *argv)
+        assert (code, out) == (2, "") and "the query text or --template ID, not both" in err
+    code, _, err = run(capsys, server, "register", "--template", tid, "--param", "v=x")
+    assert code == 1 and "parameter :v, a str" in err and err.count("\n") == 3  # with a caret
+
+
 def test_command_errors(capsys, server, tmp_path) -> None:
     name = f"c{next(_names)}"
     with PSoupClient(server) as c:

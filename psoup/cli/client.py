@@ -1,5 +1,5 @@
 """The parsers of the client commands: ``stream create|list|describe|drop``, ``grant``,
-``revoke``, ``ingest``, ``register``, ``invoke``, ``subscribe``, ``unregister``,
+``revoke``, ``ingest``, ``prepare``, ``register``, ``invoke``, ``subscribe``, ``unregister``,
 ``describe``, ``backup``, ``cluster status`` and ``stats``. Each sets
 ``client_command``, the key under which ``psoup.cli_client`` runs it.
 """
@@ -99,8 +99,15 @@ def add_parsers(sub) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
+    p = client(sub, "prepare", "prepare a query text as a template; prints its id alone",
+               "prepare")  # fmt: skip
+    p.add_argument("query", help="the query text, with :NAME parameters")
+
     p = client(sub, "register", "register a standing query; prints its handle alone", "register")
-    p.add_argument("query", help="the query text, e.g. 'SELECT * FROM r BEGIN NOW - 10 END NOW'")
+    p.add_argument(
+        "query", nargs="?", help="the query text, e.g. 'SELECT * FROM r BEGIN NOW - 10 END NOW'"
+    )
+    p.add_argument("--template", metavar="ID", help="a template's id (prepare) instead of text")
     p.add_argument(
         "--param",
         type=parse_param,
