@@ -1324,6 +1324,7 @@ class Engine:
             assert qids == sorted(qids), "queries out of registration order"
             assert list(self._by_qid) == qids
             assert all(template_id(p.text) == t for t, p in self._templates.items())
+            assert len(self._recent) <= self._RECENT_TEXTS
 
 
 def _unsorted(gather: Callable[[np.ndarray], np.ndarray], seqs: np.ndarray) -> np.ndarray:

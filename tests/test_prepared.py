@@ -200,3 +200,18 @@ def test_a_prepared_template_survives_a_restart(tmp_path, checkpoint) -> None:
     assert db.invoke(h).rows == db.invoke(db.register_template(tid, {"v": 1, "n": "x"})).rows
     assert db.invoke(h).rows == [(1, 1)]
     db.close()
+
+
+def test_the_engine_keeps_the_latest_texts_only(monkeypatch) -> None:
+    db = _db()
+    monkeypatch.setattr(db, "_RECENT_TEXTS", 4)
+    texts = [f"SELECT a FROM r WHERE a = :v AND t > {k} BEGIN 0 END NOW" for k in range(6)]
+    for text in texts:
+        db.register(text, {"v": 1})
+    assert list(db._recent) == texts[2:]
+    tpl = db.prepare(texts[0])  # a template's text is kept again, and stays a template
+    assert list(db._recent) == [*texts[3:], texts[0]]
+    for text in texts:
+        db.register(text, {"v": 2})
+    assert db.template(tpl.id).register({"v": 3}) in db.queries
+    db._check()
