@@ -207,6 +207,10 @@ def build_constraint(
     """
     is_int = attr_type == "int"
     is_float = attr_type == "float"
+    if isinstance(factors, list) and len(factors) == 1 and factors[0][0] == "=":
+        # One equality, the most common factor (a standing query per key): its point.
+        v = _coerce_point(factors[0][1], is_int, is_float)
+        return AttrConstraint(attr, frozenset() if v is None else frozenset((v,)))
     points: set | None = None
     lo: Value | None = None
     lo_incl = True
