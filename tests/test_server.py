@@ -10,7 +10,7 @@ import contextlib
 import gc
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import grpc
 import numpy as np
@@ -523,6 +523,36 @@ def test_worker_refuses_ingest_beyond_its_queue_and_serves_urgent_work_first() -
         f.result(timeout=10)
     assert order == ["invoke", "ingest 1", "ingest 2"]
     assert worker.queue_depth == 0
+
+
+def test_a_call_runs_on_its_own_thread_when_the_engine_is_idle_and_alone() -> None:
+    worker = EngineWorker(ingest_limit=4)
+    assert worker.call(threading.get_ident) == threading.get_ident()  # no hand-off
+    gate, started, order = threading.Event(), threading.Event(), []
+
+    def slow() -> int:
+        started.set()
+        gate.wait()
+        order.append("inline")
+        return threading.get_ident()
+
+    with ThreadPoolExecutor(1) as pool:
+        caller = pool.submit(lambda: (threading.get_ident(), worker.call(slow)))
+        started.wait(10)
+        # queued while it runs: the engine thread takes them only once it is done
+        ingest = worker.submit_ingest(lambda: order.append("ingest"))
+        urgent = worker.submit(lambda: order.append("urgent"))
+        assert not ingest.done() and not urgent.done()
+        gate.set()
+        own, ran_on = caller.result(timeout=10)
+    for f in (ingest, urgent):
+        f.result(timeout=10)
+    assert ran_on == own != worker._thread.ident
+    assert order == ["inline", "urgent", "ingest"]
+    with pytest.raises(ZeroDivisionError):  # an inline call's error is the caller's
+        worker.call(lambda: 1 / 0)
+    assert worker.call(lambda: "still serving") == "still serving"
+    worker.stop()
 
 
 def test_worker_takes_ingest_round_robin_over_clients() -> None:

@@ -10,6 +10,11 @@ get more of the engine than one that keeps fewer. They are counted: when
 ``ingest_limit`` are already waiting, ``submit_ingest`` raises ``QueueFull`` instead of
 letting memory grow. Between two closures the thread gives the heap freezer its turn
 (psoup/heap.py), so the collector's full passes stay short.
+
+``call`` (submit and wait) runs the closure on the caller's own thread when the engine
+thread is idle (nothing running, nothing queued): the same one-at-a-time order, without
+the two thread hand-offs (wake the engine thread, wake the caller) that cost a Linear
+Road front-end ~7% of its interpreter time in futex wake-ups (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class EngineWorker:
         self._urgent: deque = deque()  # (fn, future)
         self._ingest: OrderedDict[str, deque] = OrderedDict()  # client -> (fn, future)
         self._ingest_waiting = 0
+        self._busy = False  # a closure runs (on the engine thread or a caller's)
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="psoup-engine", daemon=True)
         self._thread.start()
@@ -73,18 +79,38 @@ class EngineWorker:
         return fut
 
     def call(self, fn: Callable[[], Any]) -> Any:
-        """``submit(fn)`` and wait for its result (re-raising its exception)."""
-        return self.submit(fn).result()
+        """``submit(fn)`` and wait for its result (re-raising its exception); run on
+        this thread when the engine thread is idle, as it would have run there next."""
+        with self._cond:
+            inline = not (self._busy or self._urgent or self._ingest or self._stopping)
+            if inline:
+                self._busy = True
+        if not inline:
+            return self.submit(fn).result()
+        try:
+            return fn()
+        finally:
+            self.heap.tick()
+            with self._cond:
+                self._busy = False
+                if self._urgent or self._ingest:
+                    self._cond.notify()  # what was queued meanwhile waited for this
 
     def _next(self) -> tuple[Callable[[], Any], Future] | None:
         """The next closure: urgent first, else the first client's oldest batch (that
         client then goes to the back of the line). None once stopped and drained."""
         with self._cond:
+            self._busy = False
             while True:
+                if self._busy:  # a caller runs one inline (``call``)
+                    self._cond.wait()
+                    continue
                 if self._urgent:
+                    self._busy = True
                     return self._urgent.popleft()
                 if self._ingest:
                     self._ingest_waiting -= 1
+                    self._busy = True
                     return next_in_turn(self._ingest)
                 if self._stopping:
                     return None
