@@ -232,9 +232,7 @@ def prepare(c: PSoupClient, args: argparse.Namespace) -> int:
 
 def register(c: PSoupClient, args: argparse.Namespace) -> int:
     """Print the handle alone, so ``H=$(psoup register ...)`` works."""
-    if (args.query is None) == (args.template is None):
-        raise UsageError("register: give the query text or --template ID, not both")
-    query = args.query
+    query = args.query  # one of the two (psoup.cli checks)
     if args.template is not None:  # the server knows the template by its id alone
         query = messages.Template(args.template, "", (), ())
     _print(c.register(query, dict(args.param)))

@@ -107,6 +107,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from psoup.history import cli as history_cli
 
         return history_cli.run(args)
+    if args.client_command == "register" and (args.query is None) == (args.template is None):
+        parser.error("register: give the query text or --template ID, not both")
     from psoup import cli_client
 
     return cli_client.run(args.client_command, args)
