@@ -9,7 +9,9 @@
 - table 2: the paper's Table 2 (1, 2 and 4 conjoined interval predicates at a window
   of 2^15) per strategy, beside the paper's own figures;
 - invoke at scale: one equality query's invoke among 65,536 of them over a 65,536-tuple
-  window, p50 and p99 per strategy.
+  window, p50 and p99 per strategy;
+- registration: one text registered for many values (a Linear Road balance query per
+  vehicle) through a template, by its text again, and bound in full each time.
 
 Every variant runs in this one process, side by side, on the same generated data.
 """
@@ -490,6 +492,85 @@ def paper_table2(queries: int, seed: int) -> Section:
     return sec
 
 
+# -- registration ---------------------------------------------------------------------------
+
+REG_QUERY = "SELECT time, bal FROM balances WHERE vid = :v BEGIN 0 END NOW"
+
+
+def registration(queries: int, stored: int, seed: int) -> Section:
+    """Registering one text for ``queries`` values over ``stored`` rows: whole
+    registrations through a template, by the text (the engine's kept ``Prepared``) and
+    with the binder run in full each time (the path before templates), and the parts."""
+    from psoup.plan import Plan
+    from psoup.query import compile_query, prepare
+
+    sec = Section(
+        "Registration: one text for many values (a Linear Road balance query per vehicle)",
+        ["path", "us per query", "full bind / this"],
+    )
+    rng = np.random.default_rng(seed)
+    vids = rng.permutation(queries).tolist()
+    times: dict[str, float] = {}
+
+    rows = np.arange(stored)
+    data = {"time": rows // 64, "vid": rng.integers(0, queries, stored), "bal": rows % 97}
+
+    def engine() -> psoup.Engine:
+        db = psoup.connect()
+        db.create_stream("balances", {"time": "int", "vid": "int", "bal": "int"}, time="time")
+        db.insert_columns("balances", data)
+        return db
+
+    def timed(name: str, fn: Callable[[int], object]) -> None:
+        gc.collect()
+        start = time.perf_counter()
+        for v in tqdm(vids, desc=name, leave=False):
+            fn(v)
+        times[name] = (time.perf_counter() - start) / queries
+
+    db = engine()
+    schemas = db.schemas()
+    spec = compile_query(REG_QUERY, {"v": 0}, schemas)
+    timed("binder in full (compile_query)", lambda v: compile_query(REG_QUERY, {"v": v}, schemas))
+    prep = prepare(REG_QUERY, schemas)
+    timed("template's kept spec (Prepared.bind)", lambda v: prep.bind({"v": v}, schemas))
+    timed("plan (Plan)", lambda v: Plan(spec, schemas))
+    db.close()
+    # whole registrations, each path on an engine of its own over the same rows
+    db = engine()
+
+    def in_full(v: int) -> None:
+        params = {"v": v}
+        spec = compile_query(REG_QUERY, params, db.schemas())
+        db._restore_planned(f"h{v}", REG_QUERY, params, None, 0.0, spec, Plan(spec, db.schemas()))
+
+    timed("whole: bound in full, then planned and indexed", in_full)
+    db.close()
+    db = engine()
+    timed("whole: db.register(text, params)", lambda v: db.register(REG_QUERY, {"v": v}))
+    db.close()
+    db = engine()
+    tpl = db.prepare(REG_QUERY)
+    timed("whole: template.register(params)", lambda v: tpl.register({"v": v}))
+    db.close()
+    bind = times["binder in full (compile_query)"]
+    for name in ("binder in full (compile_query)", "template's kept spec (Prepared.bind)"):
+        sec.rows.append([name, 1e6 * times[name], bind / times[name]])
+    sec.rows.append(["plan (Plan)", 1e6 * times["plan (Plan)"], ""])
+    wholes = [name for name in times if name.startswith("whole: ")]
+    for name in wholes:
+        sec.rows.append([name, 1e6 * times[name], times[wholes[0]] / times[name]])
+    sec.notes.append(
+        f"{queries:,} registrations of `{REG_QUERY}` (one vid each) per path, in one "
+        f"process, over {stored:,} stored balance rows (each new query probes them). 'bound "
+        "in full' is what every registration cost before templates (the parse was cached "
+        "per text then too); 'db.register' binds through the text's kept `Prepared` "
+        "(psoup/query/prepared.py), 'template.register' through the template's. 'full bind "
+        "/ this': how many times faster than the full bind."
+    )
+    return sec
+
+
 # -- driver ---------------------------------------------------------------------------------
 
 
@@ -502,6 +583,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
             invoke_latency([2**7, 2**10], per_point=2, seed=seed),
             paper_table2(queries=4, seed=seed),
             invoke_at_scale(1024, 4096, 200, seed),
+            registration(2000, 10_000, seed),
         ]
     else:
         sections = [
@@ -513,6 +595,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
             invoke_latency([2**k for k in range(7, 17)], per_point=8, seed=seed),
             paper_table2(queries=128, seed=seed),
             invoke_at_scale(65_536, 65_536, 5000, seed),
+            registration(50_000, 1_000_000, seed),
         ]
     where = machine.describe()
     command = "psoup bench core" + (" --quick" if quick else "")
