@@ -6,7 +6,6 @@ registration times kept, a torn last record dropped."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
 import tempfile
@@ -362,34 +361,3 @@ def test_a_state_written_in_parts_survives_short_writes(tmp_path: Path, monkeypa
     want = b"".join(bytes(memoryview(p).cast("B")) for p in parts)
     assert checkpoint._write_bytes(tmp_path / "f", parts) == len(want)
     assert (tmp_path / "f").read_bytes() == want
-
-
-def _checkpoint_inserts(path: Path, stagger: int) -> tuple[list[int], int]:
-    """The inserts (by number) whose record came when a checkpoint was due, of 60 alike
-    inserts into a DataDir checkpointing every 1,000 log bytes; and a record's size."""
-    engine = Engine()
-    data = DataDir(path, Sync("off"), checkpoint_bytes=1000, stagger_bytes=stagger)
-    data.recover(engine)
-    engine.create_stream("r", {"a": "int", "t": "int"}, time="t")
-    taken, sizes = [], set()
-    for k in range(60):
-        before, since = data.last_checkpoint, data._since
-        engine.insert_columns("r", {"a": np.zeros(8, dtype=np.int64), "t": np.full(8, k)})
-        data._finish_writer()
-        if data.last_checkpoint is not before:
-            taken.append(k)
-        else:
-            sizes.add(data._since - since)
-    data.close()
-    engine.close()
-    assert len(sizes) == 1  # alike records
-    return taken, sizes.pop()
-
-
-def test_a_staggered_data_directory_checkpoints_later_once_then_as_often(tmp_path) -> None:
-    plain, size = _checkpoint_inserts(tmp_path / "plain", 0)
-    later, _ = _checkpoint_inserts(tmp_path / "staggered", 2500)
-    assert len(later) >= 3
-    gaps = {b - a for a, b in itertools.pairwise(plain)}
-    assert gaps == {b - a for a, b in itertools.pairwise(later)}  # as often
-    assert abs((later[0] - plain[0]) - 2500 / size) <= 1  # 2,500 bytes of records later

@@ -75,15 +75,9 @@ class Shard:
             from psoup.storage.log import Sync
 
             Path(data_dir).mkdir(parents=True, exist_ok=True)
-            every = checkpoint_bytes or CHECKPOINT_BYTES
-            # Shards get alike shares of the load, so their logs grow alike: without a
-            # stagger they all wrote their checkpoints (~190 MB each late in a Linear
-            # Road run) at the same moment, beside the front-end's log, and the requests
-            # waiting for it came late (durable L = 36). The golden ratio's multiples
-            # spread any number of shards over the interval without knowing how many.
             self.data = DataDir(
                 data_dir, Sync.parse(sync), application=f"shard-{index}",
-                checkpoint_bytes=every, stagger_bytes=int(every * (index * 0.618034 % 1.0)),
+                checkpoint_bytes=checkpoint_bytes or CHECKPOINT_BYTES,
             )  # fmt: skip
             self.data.on_checkpoint = self._checkpointed
             self.recovered_records = self.data.recover(self.engine).records

@@ -125,11 +125,7 @@ class DataDir:
         wait_each: bool = False,
         application: str | None = None,
         checkpoint_bytes: int = CHECKPOINT_BYTES,
-        stagger_bytes: int = 0,
     ):
-        """``stagger_bytes``: the first checkpoint after opening waits for that many log
-        bytes more, so that engines fed alike (the shards of one server) do not write
-        theirs at the same moment (each then checkpoints every ``checkpoint_bytes``)."""
         self.path = Path(path)
         self.sync = sync or Sync()
         self.wait_each = wait_each
@@ -137,7 +133,6 @@ class DataDir:
         self.checkpoints = self.path / "checkpoints"
         self.engine = None
         self._since = 0  # log bytes written since the last checkpoint was captured
-        self._due = checkpoint_bytes + stagger_bytes  # ... when the next one is captured
         self.on_checkpoint = None  # called with each checkpoint's CheckpointStats
         self._writer: threading.Thread | None = None  # a checkpoint being written
         self._files: dict = {}  # stream -> its run files in the last checkpoint (to link)
@@ -198,7 +193,6 @@ class DataDir:
     def _capture(self):
         """(LSN, image) of the engine now; called under its lock, between two changes."""
         self._since = 0
-        self._due = self.checkpoint_bytes
         return self.log.written_lsn, self.engine.capture()
 
     def _write_checkpoint(self, lsn: int, img) -> None:
@@ -251,7 +245,9 @@ class DataDir:
     def _journal(self, op: str, fields: dict, columns: list[np.ndarray]) -> None:
         # Under the engine lock, before this change is made: the image is the engine as
         # of the previous record. It is written on a thread of its own.
-        if self._since >= self._due and (self._writer is None or not self._writer.is_alive()):
+        if self._since >= self.checkpoint_bytes and (
+            self._writer is None or not self._writer.is_alive()
+        ):
             lsn, img = self._capture()
             self._writer = threading.Thread(
                 target=self._background, args=(lsn, img), name="psoup-checkpoint", daemon=True
