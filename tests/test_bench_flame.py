@@ -10,13 +10,16 @@ from pathlib import Path
 from psoup.bench import flame as flame_mod
 from psoup.bench.flame import Flame
 
+# Pure Python, so the one thread holds the interpreter lock all along: the graph samples
+# the thread holding it (``--gil``), and numpy's sort runs without it (1 run in 8 sampled
+# nothing and wrote an empty graph).
 BUSY = """
+import random
 import sys
-import numpy as np
 
 def busy_sorting_for_the_flame_graph():
     while True:
-        np.sort(np.random.rand(50_000))
+        sorted([random.random() for _ in range(20_000)])
         sys.stdout.write("x")
         sys.stdout.flush()
 
@@ -30,7 +33,7 @@ def test_flame_graph_of_a_running_process(tmp_path: Path) -> None:
         child.stdout.read(1)  # it runs
         f = Flame(child.pid, tmp_path / "flame.svg", rate=200)
         assert f.wait_sampling(), f.stop() or f.problem
-        for _ in range(200):  # ~0.6 s of sorting once sampled: a hundred samples
+        for _ in range(200):  # ~0.5 s of sorting once sampled: a hundred samples
             child.stdout.read(1)
         svg = f.stop()
     finally:
