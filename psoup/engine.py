@@ -229,7 +229,7 @@ class Engine:
         self.queries: dict[str, Query] = {}
         self._by_qid: dict[int, Query] = {}
         # Prepared texts: the templates clients prepared (id -> Prepared, durable), and
-        # the texts registered lately (text -> Prepared, the newest _RECENT_TEXTS), so a
+        # the texts registered lately (text -> Prepared, the _RECENT_TEXTS used last), so a
         # text registered again with other values is not parsed and bound again.
         self._templates: dict[str, Prepared] = {}
         self._recent: dict[str, Prepared] = {}
@@ -698,8 +698,9 @@ class Engine:
         and a bind. Raises the QueryError ``compile_query`` raises."""
         with self.lock:
             schemas = self.schemas()
-            prep = self._recent.get(text)
+            prep = self._recent.pop(text, None)
             if prep is not None:
+                self._recent[text] = prep  # the most recent again
                 return prep.bind(params, schemas)
             prep = prepare(text, schemas)
             spec = prep.bind(params, schemas)
@@ -707,6 +708,7 @@ class Engine:
             return spec
 
     def _keep_recent(self, prep: Prepared) -> None:
+        self._recent.pop(prep.text, None)
         if len(self._recent) >= self._RECENT_TEXTS:
             del self._recent[next(iter(self._recent))]
         self._recent[prep.text] = prep
@@ -744,6 +746,14 @@ class Engine:
                 self._templates[tid] = prep = prepare(text, self.schemas())
                 self._keep_recent(prep)
             return tid
+
+    def template_count(self) -> int:
+        """How many templates were prepared. O(1)."""
+        return len(self._templates)
+
+    def is_prepared(self, text: str) -> bool:
+        """Whether ``text`` was prepared as a template. O(len(text))."""
+        return template_id(text) in self._templates
 
     def template(self, template_id: str) -> Template:
         """The template ``template_id``; UnknownTemplateError when none was prepared."""

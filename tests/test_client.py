@@ -406,7 +406,13 @@ def auth_server(tmp_path_factory):
     tokens = tmp_path_factory.mktemp("auth") / "tokens"
     tokens.write_text("alice:tok-a\nbob:tok-b\n")
     srv = start_server(
-        ServerConfig(port=0, auth_tokens_file=str(tokens), max_query_chars=120, max_batch_rows=10)
+        ServerConfig(
+            port=0,
+            auth_tokens_file=str(tokens),
+            max_query_chars=120,
+            max_batch_rows=10,
+            max_templates=1,
+        )
     )
     yield f"127.0.0.1:{srv.port}"
     srv.stop(grace=1)
@@ -440,6 +446,14 @@ def test_limits_are_resource_exhausted(auth_server) -> None:
             )
         with pytest.raises(ResourceExhausted, match="max_batch_rows=10"):
             c.insert("lim", rows(11))
+        texts = [f"SELECT vid FROM lim WHERE vid = :v AND t > {k} BEGIN 0 END NOW" for k in (1, 2)]
+        prepared = []
+        with pytest.raises(ResourceExhausted, match=r"1 prepared templates \(max_templates=1\)"):
+            for text in texts:  # the server holds at most one, from this test or another
+                prepared.append(c.prepare(text))
+        assert len(prepared) <= 1
+        for tpl in prepared:
+            assert c.prepare(tpl.text) == tpl  # one prepared already is not refused
         assert c.describe_stream("lim").tuples_ingested == 0
 
 

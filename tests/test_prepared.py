@@ -211,6 +211,8 @@ def test_the_engine_keeps_the_latest_texts_only(monkeypatch) -> None:
     assert list(db._recent) == texts[2:]
     tpl = db.prepare(texts[0])  # a template's text is kept again, and stays a template
     assert list(db._recent) == [*texts[3:], texts[0]]
+    db.register(texts[3], {"v": 2})  # used again: the last to go
+    assert list(db._recent) == [texts[4], texts[5], texts[0], texts[3]]
     for text in texts:
         db.register(text, {"v": 2})
     assert db.template(tpl.id).register({"v": 3}) in db.queries

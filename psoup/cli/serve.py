@@ -168,6 +168,13 @@ def add_parser(sub) -> None:
         help="most registered queries per client (default: %(default)s)",
     )
     limits.add_argument(
+        "--max-templates",
+        type=_positive,
+        default=10_000,
+        metavar="N",
+        help="most prepared query templates, all clients together (default: %(default)s)",
+    )
+    limits.add_argument(
         "--max-staged-bytes",
         type=_positive,
         default=8 << 30,
@@ -259,6 +266,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         max_batch_rows=args.max_batch_rows,
         max_query_chars=args.max_query_chars,
         max_queries_per_client=args.max_queries_per_client,
+        max_templates=args.max_templates,
         ingest_queue_batches=args.ingest_queue_batches,
         ingest_turns=args.ingest_turns,
         ingest_share=args.ingest_share,

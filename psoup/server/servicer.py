@@ -486,7 +486,16 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             def allow(streams):
                 self.access.require_all(self.engine, streams, client, READ)
 
-            tpl = self.worker.call(lambda: self.engine.prepare(request.text, allow=allow))
+            def prepare():
+                engine, limit = self.engine, self.config.max_templates
+                if engine.template_count() >= limit and not engine.is_prepared(request.text):
+                    raise Abort(
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"the server holds {limit} prepared templates (max_templates={limit})",
+                    )
+                return engine.prepare(request.text, allow=allow)
+
+            tpl = self.worker.call(prepare)
             self._kept()
             return pb.PrepareQueryResponse(
                 template_id=tpl.id, params=list(tpl.params), streams=list(tpl.streams)
