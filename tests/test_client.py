@@ -644,6 +644,8 @@ def test_a_template_refuses_what_does_not_fit(client, stream) -> None:
         client.prepare(f"SELECT nope FROM {stream} WHERE vid = :v BEGIN 0 END NOW")
     with pytest.raises(InvalidArgument, match="text: the query text is empty"):
         client.prepare("  ")
+    with pytest.raises(InvalidArgument, match=r"template_id: expected 32 hex digits .* 100000"):
+        client.register(messages.Template("x" * 100_000, tpl.text, tpl.params, tpl.streams))
     stub = pb_grpc.PSoupStub(client._channel)
     both = pb.RegisterQueryRequest(text=tpl.text, template_id=tpl.id)
     with pytest.raises(grpc.RpcError) as err:

@@ -14,6 +14,7 @@ import heapq
 import math
 import os
 import queue
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -146,6 +147,8 @@ def _stream_info(db: Engine, name: str) -> pb.StreamInfo:
         info.last_ts.CopyFrom(codec.to_value(st.last_ts))
     return info
 
+
+_TEMPLATE_ID = re.compile(r"[0-9a-f]{32}")
 
 #: The RPCs someone waits on, a person or an application: while they arrive, bulk ingest
 #: yields part of its time (``psoup serve --ingest-share``).
@@ -512,6 +515,12 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                     raise Abort(
                         grpc.StatusCode.INVALID_ARGUMENT,
                         "text: give the query's text or template_id, not both",
+                    )
+                if not _TEMPLATE_ID.fullmatch(request.template_id):
+                    raise Abort(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        "template_id: expected 32 hex digits (PrepareQuery's answer), got "
+                        f"{len(request.template_id)} characters",
                     )
             else:
                 self._check_text(request.text)
