@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from oracle import Oracle, rows_equal
 
-from clients import PSoupClient, PSoupRpcError
+from clients import PSoupClient, PSoupRpcError, Template
 from clients.errors import NotFound, PermissionDenied
 from psoup.server.process import ServerProcess
 
@@ -274,3 +274,18 @@ def test_a_handle_keeps_its_owner_across_a_kill(tmp_path: Path) -> None:
             bob.invoke(h)
         with PSoupClient(srv.target, token="a-secret", timeout=30) as alice:
             assert alice.invoke(h).rows == [(1, 2, 3)]
+
+
+def test_a_prepared_template_survives_a_kill(tmp_path: Path) -> None:
+    text = "SELECT * FROM r WHERE a = :v BEGIN 0 END NOW"
+    with ServerProcess(data_dir=tmp_path / "data") as srv:
+        with PSoupClient(srv.target, timeout=30) as c:
+            c.create_stream("r", SCHEMA, time="t")
+            c.insert("r", [(1, 2, 3), (2, 3, 4)])
+            tpl = c.prepare(text)  # acknowledged: then killed before any checkpoint
+        srv.proc.kill()
+        srv.proc.wait()
+    with ServerProcess(data_dir=tmp_path / "data") as srv, PSoupClient(srv.target) as c:
+        by_id = Template(tpl.id, "", (), ())  # the id alone, as a client keeps it
+        assert c.invoke(c.register(by_id, {"v": 2})).rows == [(2, 3, 4)]
+        assert c.prepare(text) == tpl
