@@ -104,40 +104,42 @@ class Prepared:
         ``QueryError``. O(factors) for a simple template and a signature bound before,
         otherwise a full bind."""
         params = params or {}
-        sig = self._signature(params)
-        if sig is not None:
-            if self._schemas_of(schemas) != self._schemas:
+        values = self._values(params)
+        if values is not None:
+            sig = tuple(sorted((name, type(v)) for name, v in values.items()))
+            schemas_now = self._schemas_of(schemas)
+            if schemas_now != self._schemas:
                 # A stream declared anew since: what was bound against the old one goes.
                 self._specs.clear()
-                self._schemas = self._schemas_of(schemas)
+                self._schemas = schemas_now
             base = self._specs.get(sig)
             if base is not None:
-                return self._with_values(base, params)
+                return self._with_values(base, values)
         spec = bind(self.tree, self.text, params, schemas)
-        if sig is not None and len(self._specs) < MAX_SIGNATURES:
+        if values is not None and len(self._specs) < MAX_SIGNATURES:
             self._specs[sig] = spec
         return spec
 
-    def _signature(self, params: Mapping[str, object]) -> tuple | None:
-        """The parameters' names and types, sorted; None when the template is not
-        simple or a value would be refused (the binder then says why)."""
+    def _values(self, params: Mapping[str, object]) -> dict[str, object] | None:
+        """Each parameter's value as a query holds it (``param_value``); None when the
+        template is not simple or a value would be refused (the binder then says why).
+        Their names and types are the signature a bound spec is kept under."""
         if self._slots is None:
             return None
-        sig = []
+        values = {}
         for name, value in params.items():
             v = param_value(value)
             if v is None:
                 return None
-            sig.append((name, type(v)))
-        sig.sort()
-        return tuple(sig)
+            values[name] = v
+        return values
 
-    def _with_values(self, base: QuerySpec, params: Mapping[str, object]) -> QuerySpec:
+    def _with_values(self, base: QuerySpec, values: Mapping[str, object]) -> QuerySpec:
         assert self._slots is not None
         factors = list(base.factors)
         for index, name in self._slots:
             f = factors[index]
             assert isinstance(f, Compare)
-            factors[index] = Compare(f.col, f.op, param_value(params[name]))  # type: ignore[arg-type]
+            factors[index] = Compare(f.col, f.op, values[name])
         return QuerySpec(base.text, base.sources, tuple(factors), base.select, base.window,
                          base.group_by)  # fmt: skip

@@ -100,7 +100,7 @@ class EngineWorker:
         """The next closure: urgent first, else the first client's oldest batch (that
         client then goes to the back of the line). None once stopped and drained."""
         with self._cond:
-            self._busy = False
+            self._busy = False  # the closure this thread took last is done
             while True:
                 if self._busy:  # a caller runs one inline (``call``)
                     self._cond.wait()
