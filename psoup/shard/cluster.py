@@ -149,7 +149,19 @@ def init_ray(address: str | None, data_dir: str | None, namespace: str) -> None:
             if len(str(tmp)) < 60:  # Ray's Unix socket paths must stay under ~107 bytes
                 tmp.mkdir(parents=True, exist_ok=True)
                 kwargs["_temp_dir"] = str(tmp)
-    ray.init(address=address, **kwargs)
+    # Ray waits 30 s for its GCS server to publish its port; on a loaded 2-core machine
+    # (a test suite beside it) the start has taken longer, so give it more, and start
+    # once more if it still did not come up.
+    # (Only when starting one: the same variable sets how long joining a cluster retries.)
+    if address is None:
+        os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "120")
+    try:
+        ray.init(address=address, **kwargs)
+    except RuntimeError as exc:
+        if address is not None or "Timed out waiting for file" not in str(exc):
+            raise
+        ray.shutdown()
+        ray.init(address=address, **kwargs)
 
 
 def start_shards(
