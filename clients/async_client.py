@@ -25,7 +25,15 @@ import numpy as np
 from clients import batching, channel, messages
 from clients.channel import DEFAULT, Timeout
 from clients.errors import InvalidArgument, ResourceExhausted, error_from_rpc
-from clients.messages import IngestAck, QueryInfo, StreamInfo, Template
+from clients.messages import (
+    IngestAck,
+    Invoke,
+    QueryInfo,
+    Register,
+    Registered,
+    StreamInfo,
+    Template,
+)
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
 from psoup.api import psoup_pb2_grpc as pb_grpc
@@ -309,6 +317,24 @@ class AsyncPSoupClient:
         pages = messages.PageAssembler()
         pages.add(reply.current)
         return reply.handle, pages.result()
+
+    async def batch(
+        self, ops: Sequence[Register | Invoke], *, timeout: Timeout = DEFAULT
+    ) -> list[Registered | Result]:
+        """Registrations and invokes in one round trip; see ``PSoupClient.batch``."""
+        try:
+            req = messages.batch_request(ops)
+        except codec.CodecError as err:
+            raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, str(err)) from None
+        reply = await self._unary(self._stub.Batch, req, timeout)
+        out: list[Registered | Result] = []
+        for op, item in zip(ops, reply.replies, strict=True):
+            answer, omitted = messages.batch_answer(item)
+            if omitted:
+                result = await self.invoke(answer.handle, op.now, timeout=timeout)
+                answer = Registered(answer.handle, result)
+            out.append(answer)
+        return out
 
     async def invoke(
         self,

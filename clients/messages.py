@@ -7,7 +7,7 @@ this module, so they differ only in how they wait. Column values go through
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -98,6 +98,34 @@ class Template:
 def template_from(text: str, reply: pb.PrepareQueryResponse) -> Template:
     """The Template a PrepareQueryResponse describes."""
     return Template(reply.template_id, text, tuple(reply.params), tuple(reply.streams))
+
+
+@dataclass(frozen=True)
+class Register:
+    """A registration in a ``batch``, as ``register`` (``invoke``: with its current
+    result as of ``now``, as ``register_invoke``)."""
+
+    query: str | Template
+    params: Mapping[str, object] | None = None
+    invoke: bool = False
+    now: int | float | None = None
+
+
+@dataclass(frozen=True)
+class Invoke:
+    """An invoke in a ``batch``, as ``invoke`` (the result whole)."""
+
+    handle: str
+    now: int | float | None = None
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A batch's answer to a ``Register``: the new handle, and the current result when
+    the registration asked for it (else None)."""
+
+    handle: str
+    result: Result | None = None
 
 
 @dataclass(frozen=True)
@@ -198,6 +226,41 @@ def invoke_request(handle: str, now: float | None, page_rows: int) -> pb.InvokeQ
 
 
 # ----------------------------------------------------------------------------- responses
+
+
+def batch_request(ops: Sequence[Register | Invoke]) -> pb.BatchRequest:
+    """A BatchRequest for ``ops``; raises codec.CodecError naming the item for a value
+    that cannot be sent, TypeError for an item that is neither kind."""
+    items = []
+    for k, op in enumerate(ops):
+        if isinstance(op, Register):
+            try:
+                req = register_request(op.query, op.params, op.invoke, op.now)
+            except codec.CodecError as err:
+                raise codec.CodecError(f"items[{k}]: params: {err}") from None
+            items.append(pb.BatchRequest.Item(register=req))
+        elif isinstance(op, Invoke):
+            items.append(pb.BatchRequest.Item(invoke=invoke_whole_request(op.handle, op.now)))
+        else:
+            raise TypeError(f"items[{k}]: a Register or an Invoke, not {type(op).__name__}")
+    return pb.BatchRequest(items=items)
+
+
+def batch_answer(reply: pb.BatchResponse.Reply) -> tuple[Registered | Result, bool]:
+    """One item's answer, and whether it is a registration whose result was left out
+    (too large for the message: take it with ``invoke``)."""
+    if reply.WhichOneof("reply") == "invoke":
+        return whole_result(reply.invoke), False
+    reg = reply.register
+    current = whole_result(reg.current) if reg.HasField("current") else None
+    return Registered(reg.handle, current), reg.current_omitted
+
+
+def whole_result(msg: pb.InvokeQueryResponse) -> Result:
+    """The Result one whole (single page) InvokeQueryResponse carries."""
+    pages = PageAssembler()
+    pages.add(msg)
+    return pages.result()
 
 
 def stream_info(msg: pb.StreamInfo) -> StreamInfo:

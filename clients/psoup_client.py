@@ -29,7 +29,16 @@ import numpy as np
 from clients import batching, channel, messages
 from clients.channel import DEFAULT, Timeout
 from clients.errors import InvalidArgument, ResourceExhausted, error_from_rpc
-from clients.messages import IngestAck, QueryInfo, StagedPart, StreamInfo, Template
+from clients.messages import (
+    IngestAck,
+    Invoke,
+    QueryInfo,
+    Register,
+    Registered,
+    StagedPart,
+    StreamInfo,
+    Template,
+)
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
 from psoup.api import psoup_pb2_grpc as pb_grpc
@@ -400,6 +409,30 @@ class PSoupClient:
         pages = messages.PageAssembler()
         pages.add(reply.current)
         return reply.handle, pages.result()
+
+    def batch(
+        self, ops: Sequence[Register | Invoke], *, timeout: Timeout = DEFAULT
+    ) -> list[Registered | Result]:
+        """Registrations and invokes in one round trip (Batch), for a client acting for
+        many: the answers in order, a ``Registered`` for each ``Register`` and a
+        ``Result`` for each ``Invoke``. They run in order in one turn of the server's
+        engine. All or nothing: if one item is refused, the call raises that item's
+        error ("items[k]: ...") and registers nothing. O(items + their results).
+        """
+        try:
+            req = messages.batch_request(ops)
+        except codec.CodecError as err:
+            raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, str(err)) from None
+        reply = self._unary(self._stub.Batch, req, timeout)
+        out: list[Registered | Result] = []
+        for op, item in zip(ops, reply.replies, strict=True):
+            answer, omitted = messages.batch_answer(item)
+            if omitted:
+                answer = Registered(
+                    answer.handle, self.invoke(answer.handle, op.now, timeout=timeout)
+                )
+            out.append(answer)
+        return out
 
     def invoke(
         self,

@@ -295,6 +295,16 @@ def _valid(method: str, f: Fuzzed) -> bytes:
         ),
         "InvokeQuery": pb.InvokeQueryRequest(handle=h, now=12.0, page_rows=3),
         "Invoke": pb.InvokeRequest(handle=h, now=12.0),
+        "Batch": pb.BatchRequest(
+            items=[
+                pb.BatchRequest.Item(invoke=pb.InvokeRequest(handle=h, now=12.0)),
+                pb.BatchRequest.Item(
+                    register=pb.RegisterQueryRequest(
+                        text=QUERIES[1], params={"p": pb.Value(int_value=3)}, invoke=True
+                    )
+                ),
+            ]
+        ),
         "Subscribe": pb.SubscribeRequest(handle=h, include_current=True),
         "UnregisterQuery": pb.UnregisterQueryRequest(handle="0" * 32),
         "DescribeQuery": pb.DescribeQueryRequest(handle=h),

@@ -17,8 +17,8 @@ import pytest
 from oracle import rows_equal
 
 import psoup
-from clients import PSoupClient
-from clients.errors import InvalidArgument
+from clients import Invoke, PSoupClient, Register, Registered
+from clients.errors import InvalidArgument, NotFound
 from psoup.server.process import ServerProcess
 
 pytestmark = pytest.mark.ray
@@ -83,6 +83,16 @@ def test_sharded_server_survives_shard_and_server_kills(tmp_path) -> None:
                 db.insert(name, rows)
             t += 10
         _check(c, db, handles)
+        # A Batch gathers each invoke from the shards as Invoke does; a refused one (an
+        # unknown handle, found on the front-end's engine thread) undoes its registration.
+        got = c.batch([Invoke(h) for h, _ in handles] + [Register(QUERIES[0], invoke=True)])
+        for g, (_, eh) in zip(got, [*handles, (None, handles[0][1])], strict=True):
+            g = g.result if isinstance(g, Registered) else g
+            assert rows_equal(db.invoke(eh).rows, g.rows)
+        with pytest.raises(NotFound, match=r"items\[1\]"):
+            c.batch([Register(QUERIES[1]), Invoke("f" * 32)])
+        handles.append((got[-1].handle, db.register(QUERIES[0])))
+        assert c.stats()["queries"] == len(handles)
 
         shards = c.stats()["shards"]
         assert [s["index"] for s in shards] == [0, 1] and all(s["state"] == "up" for s in shards)

@@ -266,6 +266,32 @@ class InvokeRequest(_message.Message):
     now: float
     def __init__(self, handle: _Optional[str] = ..., now: _Optional[float] = ...) -> None: ...
 
+class BatchRequest(_message.Message):
+    __slots__ = ("items",)
+    class Item(_message.Message):
+        __slots__ = ("register", "invoke")
+        REGISTER_FIELD_NUMBER: _ClassVar[int]
+        INVOKE_FIELD_NUMBER: _ClassVar[int]
+        register: RegisterQueryRequest
+        invoke: InvokeRequest
+        def __init__(self, register: _Optional[_Union[RegisterQueryRequest, _Mapping]] = ..., invoke: _Optional[_Union[InvokeRequest, _Mapping]] = ...) -> None: ...
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[BatchRequest.Item]
+    def __init__(self, items: _Optional[_Iterable[_Union[BatchRequest.Item, _Mapping]]] = ...) -> None: ...
+
+class BatchResponse(_message.Message):
+    __slots__ = ("replies",)
+    class Reply(_message.Message):
+        __slots__ = ("register", "invoke")
+        REGISTER_FIELD_NUMBER: _ClassVar[int]
+        INVOKE_FIELD_NUMBER: _ClassVar[int]
+        register: RegisterQueryResponse
+        invoke: InvokeQueryResponse
+        def __init__(self, register: _Optional[_Union[RegisterQueryResponse, _Mapping]] = ..., invoke: _Optional[_Union[InvokeQueryResponse, _Mapping]] = ...) -> None: ...
+    REPLIES_FIELD_NUMBER: _ClassVar[int]
+    replies: _containers.RepeatedCompositeFieldContainer[BatchResponse.Reply]
+    def __init__(self, replies: _Optional[_Iterable[_Union[BatchResponse.Reply, _Mapping]]] = ...) -> None: ...
+
 class InvokeQueryRequest(_message.Message):
     __slots__ = ("handle", "now", "page_rows")
     HANDLE_FIELD_NUMBER: _ClassVar[int]

@@ -89,6 +89,11 @@ class PSoupStub:
                 request_serializer=psoup_dot_v1_dot_psoup__pb2.InvokeRequest.SerializeToString,
                 response_deserializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.FromString,
                 _registered_method=True)
+        self.Batch = channel.unary_unary(
+                '/psoup.v1.PSoup/Batch',
+                request_serializer=psoup_dot_v1_dot_psoup__pb2.BatchRequest.SerializeToString,
+                response_deserializer=psoup_dot_v1_dot_psoup__pb2.BatchResponse.FromString,
+                _registered_method=True)
         self.Subscribe = channel.unary_stream(
                 '/psoup.v1.PSoup/Subscribe',
                 request_serializer=psoup_dot_v1_dot_psoup__pb2.SubscribeRequest.SerializeToString,
@@ -234,6 +239,19 @@ class PSoupServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Batch(self, request, context):
+        """Several registrations and invokes in one round trip, for a client acting for many
+        (a gateway, a fleet of vehicles): run in order in one turn of the engine (each item
+        sees the ones before it) and answered together, replies[k] for items[k]. All or
+        nothing: when an item is refused, the registrations the call made are undone and
+        the call ends with the status that item alone would have had, its message starting
+        "items[k]: ". At most the server's max_batch_items items; the answers together must
+        fit in one message (RESOURCE_EXHAUSTED otherwise: send fewer items per call).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Subscribe(self, request, context):
         """Every new match of the query while the call is open, in ingest order, each once;
         optionally preceded by the current result. The server sends initial metadata
@@ -372,6 +390,11 @@ def add_PSoupServicer_to_server(servicer, server):
                     servicer.Invoke,
                     request_deserializer=psoup_dot_v1_dot_psoup__pb2.InvokeRequest.FromString,
                     response_serializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.SerializeToString,
+            ),
+            'Batch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Batch,
+                    request_deserializer=psoup_dot_v1_dot_psoup__pb2.BatchRequest.FromString,
+                    response_serializer=psoup_dot_v1_dot_psoup__pb2.BatchResponse.SerializeToString,
             ),
             'Subscribe': grpc.unary_stream_rpc_method_handler(
                     servicer.Subscribe,
@@ -721,6 +744,33 @@ class PSoup:
             '/psoup.v1.PSoup/Invoke',
             psoup_dot_v1_dot_psoup__pb2.InvokeRequest.SerializeToString,
             psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Batch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/psoup.v1.PSoup/Batch',
+            psoup_dot_v1_dot_psoup__pb2.BatchRequest.SerializeToString,
+            psoup_dot_v1_dot_psoup__pb2.BatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

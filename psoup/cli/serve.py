@@ -168,6 +168,13 @@ def add_parser(sub) -> None:
         help="most registered queries per client (default: %(default)s)",
     )
     limits.add_argument(
+        "--max-batch-items",
+        type=_positive,
+        default=1_024,
+        metavar="N",
+        help="most registrations and invokes in one Batch call (default: %(default)s)",
+    )
+    limits.add_argument(
         "--max-templates",
         type=_positive,
         default=10_000,
@@ -267,6 +274,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         max_query_chars=args.max_query_chars,
         max_queries_per_client=args.max_queries_per_client,
         max_templates=args.max_templates,
+        max_batch_items=args.max_batch_items,
         ingest_queue_batches=args.ingest_queue_batches,
         ingest_turns=args.ingest_turns,
         ingest_share=args.ingest_share,

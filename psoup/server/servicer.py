@@ -9,6 +9,7 @@ the engine outside the engine thread, and a refused request changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import heapq
 import math
@@ -101,6 +102,19 @@ def _abort(context: grpc.ServicerContext, exc: BaseException):
     context.abort(*status)
 
 
+@contextlib.contextmanager
+def _item(k: int):
+    """Errors raised inside name item ``k`` of a Batch: "items[k]: ..." with the status
+    the item alone would have had."""
+    try:
+        yield
+    except BaseException as exc:
+        status = _status_of(exc)
+        if status is None:
+            raise
+        raise Abort(status[0], f"items[{k}]: {status[1]}") from None
+
+
 def _set_time(msg, result: Result) -> None:
     """Fill a response's now / window_begin / window_end from ``result``."""
     if result.now is not None:
@@ -154,7 +168,7 @@ _TEMPLATE_ID = re.compile(r"[0-9a-f]{32}")
 #: yields part of its time (``psoup serve --ingest-share``).
 INTERACTIVE = frozenset({
     "DescribeStream", "ListStreams", "PrepareQuery", "RegisterQuery", "InvokeQuery", "Invoke",
-    "UnregisterQuery", "DescribeQuery", "ReadStream",
+    "UnregisterQuery", "DescribeQuery", "ReadStream", "Batch",
 })  # fmt: skip
 
 
@@ -510,71 +524,14 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
         def run():
             client = self._client(context)
-            if request.template_id:
-                if request.text:
-                    raise Abort(
-                        grpc.StatusCode.INVALID_ARGUMENT,
-                        "text: give the query's text or template_id, not both",
-                    )
-                if not _TEMPLATE_ID.fullmatch(request.template_id):
-                    raise Abort(
-                        grpc.StatusCode.INVALID_ARGUMENT,
-                        "template_id: expected 32 hex digits (PrepareQuery's answer), got "
-                        f"{len(request.template_id)} characters",
-                    )
-            else:
-                self._check_text(request.text)
-            params = {}
-            for name, value in request.params.items():
-                v = codec.from_value(value)
-                if v is None:
-                    raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"params[{name!r}]: no value set")
-                params[name] = v
-            if request.HasField("now") and not request.invoke:
-                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "now: only with invoke set")
-            now = self._now_field(request)
-            with self._lock:
-                if self._per_client[client] >= self.config.max_queries_per_client:
-                    raise Abort(
-                        grpc.StatusCode.RESOURCE_EXHAUSTED,
-                        f"this client has {self._per_client[client]} registered queries "
-                        f"(max_queries_per_client={self.config.max_queries_per_client})",
-                    )
-                self._per_client[client] += 1  # reserved; released if registration fails
+            params, now = self._register_args(request)
+            self._reserve(client, 1)
             try:
-
-                def allow(streams):
-                    self.access.require_all(self.engine, streams, client, READ)
-
-                def register():
-                    t0 = time.perf_counter()
-                    if request.template_id:
-                        handle = self.engine.register_template(
-                            request.template_id, params, owner=client, allow=allow
-                        )
-                    else:
-                        handle = self.engine.register(
-                            request.text, params, owner=client, allow=allow
-                        )
-                    q = self.engine.queries[handle]
-                    spent[0] = time.perf_counter() - t0  # not the invoke's: kept out of its time
-                    later = None
-                    if request.invoke:
-                        # In the same turn of the engine thread, so the result is the
-                        # new query's over exactly the data it was registered over; a
-                        # bad ``now`` undoes the registration (it changes nothing).
-                        try:
-                            later = self.engine.invoke_later(handle, now=now)
-                        except BaseException:
-                            self.engine.unregister(handle)
-                            raise
-                    with self._lock:
-                        self._owners[handle] = client
-                    return handle, q, later
-
                 spent = [0.0]
                 start = time.perf_counter()
-                handle, q, later = self.worker.call(register)
+                handle, q, later = self.worker.call(
+                    lambda: self._register_here(request, params, now, client, spent)
+                )
                 current = None
                 if later is not None:
                     try:
@@ -584,26 +541,99 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                         raise
                     self._timed_invoke(time.perf_counter() - start - spent[0])
             except BaseException:
-                with self._lock:
-                    self._per_client[client] -= 1
+                self._reserve(client, -1)
                 raise
             # Registered: it counts even if making it durable fails below (it is there).
             self._kept()
-            reply = pb.RegisterQueryResponse(
-                handle=handle,
-                columns=_columns(q.spec),
-                window=_window(q.spec),
-                streams=list(dict.fromkeys(q.plan.streams)),
-            )
-            if current is not None:
-                msg = self._whole(current)
-                if msg.ByteSize() + reply.ByteSize() + 64 > self.config.max_message_bytes:
-                    reply.current_omitted = True
-                else:
-                    reply.current.CopyFrom(msg)
-            return reply
+            return self._registered(handle, q, current)
 
         return self._unary(context, run)
+
+    def _register_args(self, request: pb.RegisterQueryRequest) -> tuple[dict, float | None]:
+        """A registration's checks before the engine: (params, now); Abort names the
+        field. O(text + params)."""
+        if request.template_id:
+            if request.text:
+                raise Abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "text: give the query's text or template_id, not both",
+                )
+            if not _TEMPLATE_ID.fullmatch(request.template_id):
+                raise Abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "template_id: expected 32 hex digits (PrepareQuery's answer), got "
+                    f"{len(request.template_id)} characters",
+                )
+        else:
+            self._check_text(request.text)
+        params = {}
+        for name, value in request.params.items():
+            v = codec.from_value(value)
+            if v is None:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"params[{name!r}]: no value set")
+            params[name] = v
+        if request.HasField("now") and not request.invoke:
+            raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "now: only with invoke set")
+        return params, self._now_field(request)
+
+    def _reserve(self, client: str, n: int) -> None:
+        """Count ``n`` more registered queries of ``client`` (a negative ``n`` gives them
+        back); RESOURCE_EXHAUSTED past ``max_queries_per_client``, nothing counted."""
+        with self._lock:
+            have = self._per_client[client]
+            if n > 0 and have + n > self.config.max_queries_per_client:
+                raise Abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"this client has {have} registered queries "
+                    f"(max_queries_per_client={self.config.max_queries_per_client})",
+                )
+            self._per_client[client] = have + n
+
+    def _register_here(self, request, params: dict, now, client: str, spent: list[float]):
+        """On the engine thread: register the query; with ``invoke``, start its invoke in
+        the same turn, so the result is the new query's over exactly the data it was
+        registered over (a bad ``now`` undoes the registration). ``(handle, query,
+        later or None)``; the registration's own time in ``spent[0]``."""
+        t0 = time.perf_counter()
+
+        def allow(streams):
+            self.access.require_all(self.engine, streams, client, READ)
+
+        if request.template_id:
+            handle = self.engine.register_template(
+                request.template_id, params, owner=client, allow=allow
+            )
+        else:
+            handle = self.engine.register(request.text, params, owner=client, allow=allow)
+        q = self.engine.queries[handle]
+        spent[0] += time.perf_counter() - t0  # not the invoke's: kept out of its time
+        later = None
+        if request.invoke:
+            try:
+                later = self.engine.invoke_later(handle, now=now)
+            except BaseException:
+                self.engine.unregister(handle)
+                raise
+        with self._lock:
+            self._owners[handle] = client
+        return handle, q, later
+
+    def _registered(self, handle: str, q, current: Result | None) -> pb.RegisterQueryResponse:
+        """A registration's answer; its current result left out (``current_omitted``)
+        when the two would not fit in a message."""
+        reply = pb.RegisterQueryResponse(
+            handle=handle,
+            columns=_columns(q.spec),
+            window=_window(q.spec),
+            streams=list(dict.fromkeys(q.plan.streams)),
+        )
+        if current is not None:
+            msg = self._whole(current)
+            if msg.ByteSize() + reply.ByteSize() + 64 > self.config.max_message_bytes:
+                reply.current_omitted = True
+            else:
+                reply.current.CopyFrom(msg)
+        return reply
 
     def InvokeQuery(self, request, context):
         try:
@@ -627,6 +657,93 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             return msg
 
         return self._unary(context, run)
+
+    def Batch(self, request, context):
+
+        def run():
+            client = self._client(context)
+            items = request.items
+            if not items:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "items: none given")
+            if len(items) > self.config.max_batch_items:
+                raise Abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"items: {len(items)} items, more than max_batch_items="
+                    f"{self.config.max_batch_items}",
+                )
+            # Every item is checked before any runs: a refused batch changes nothing.
+            ops = []
+            for k, item in enumerate(items):
+                with _item(k):
+                    kind = item.WhichOneof("op")
+                    if kind == "register":
+                        ops.append((item.register, *self._register_args(item.register)))
+                    elif kind == "invoke":
+                        self._own(client, item.invoke.handle)
+                        ops.append((item.invoke, None, self._now_field(item.invoke)))
+                    else:
+                        raise Abort(
+                            grpc.StatusCode.INVALID_ARGUMENT, "op: neither register nor invoke set"
+                        )
+            registers = sum(params is not None for _, params, _ in ops)
+            self._reserve(client, registers)
+            made: list[str] = []  # handles this call registered: undone if it fails
+            try:
+                spent = [0.0]
+                start = time.perf_counter()
+                started = self.worker.call(lambda: self._batch_here(ops, client, made, spent))
+                replies = []
+                for k, (handle, q, later) in enumerate(started):
+                    with _item(k):
+                        current = later() if later is not None else None
+                        replies.append(
+                            pb.BatchResponse.Reply(register=self._registered(handle, q, current))
+                            if handle is not None
+                            else pb.BatchResponse.Reply(invoke=self._whole(current))
+                        )
+                reply = pb.BatchResponse(replies=replies)
+                if (size := reply.ByteSize()) > self.config.max_message_bytes:
+                    raise Abort(
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"the answers ({size} bytes) are larger than max_message_bytes="
+                        f"{self.config.max_message_bytes}: send fewer items per call",
+                    )
+                took = time.perf_counter() - start - spent[0]
+                for _ in range(sum(later is not None for _, _, later in started)):
+                    self._timed_invoke(took)
+            except BaseException:
+                for handle in made:
+                    self._forget(handle)
+                self._reserve(client, -registers)
+                raise
+            self._kept()
+            return reply
+
+        return self._unary(context, run)
+
+    def _batch_here(self, ops: list, client: str, made: list[str], spent: list[float]) -> list:
+        """On the engine thread: a Batch's items in order, each ``(handle, query, later)``
+        (handle and query None for an invoke). A refused item undoes the registrations
+        made before it and raises, its message naming it."""
+        started = []
+        try:
+            for k, (req, params, now) in enumerate(ops):
+                with _item(k):
+                    if params is None:
+                        self.access.require_query(self.engine, req.handle)
+                        started.append((None, None, self.engine.invoke_later(req.handle, now=now)))
+                    else:
+                        handle, q, later = self._register_here(req, params, now, client, spent)
+                        made.append(handle)
+                        started.append((handle, q, later))
+        except BaseException:
+            for handle in made:
+                self.engine.unregister(handle)
+                with self._lock:
+                    self._owners.pop(handle, None)
+            made.clear()
+            raise
+        return started
 
     def _invoked(self, request: pb.InvokeRequest | pb.InvokeQueryRequest, context) -> Result:
         """The query's result for an InvokeQuery or Invoke request, on the engine thread
