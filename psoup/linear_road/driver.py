@@ -36,7 +36,7 @@ from psoup.linear_road import live
 from psoup.linear_road.check import CONVENTION_FILE, CSV_BLOCK, DEADLINES, FILES, input_error
 from psoup.linear_road.network import REPORT_FIELDS
 from psoup.linear_road.streams import ALL_ALERTS, ALL_TOLLS
-from psoup.linear_road.vehicle import Vehicle, prepare_queries
+from psoup.linear_road.vehicle import Fleet, Vehicle, prepare_queries
 from psoup.progress import progress_bar
 
 # How the driver (and the benchmarks) start their server. Without authentication every
@@ -387,7 +387,7 @@ def replay(
 
     sent = queue.Queue()  # per-second batches for the ingest stream; None ends it
     acked = {"n": 0}
-    # Requests whose second's batch is not acknowledged yet, in order: (row, batches
+    # Seconds' requests whose batch is not acknowledged yet, in order: (rows, batches
     # needed, when read). They are handed to the request workers once it is, so that no
     # worker sits waiting for an ack (8 workers, each holding a request ~25 ms for its ack
     # and ~10 ms in its call, fell behind at L = 32).
@@ -397,6 +397,7 @@ def replay(
     queries = prepare_queries(client)
     for v in vehicles.values():
         v.client = client
+    fleet = Fleet(client, queries, vehicles)
     vlock = threading.Lock()
     phases: list[tuple[float, float]] = []  # per request: ms before its call, in RPCs
     done = threading.Event()
@@ -430,30 +431,57 @@ def replay(
             with held_lock:
                 acked["n"] += 1
                 while held and held[0][1] <= acked["n"]:
-                    row, _needed, w0 = held.popleft()
-                    pending.append(pool.submit(answer, row, w0))
+                    rows, _needed, w0 = held.popleft()
+                    pending.append(pool.submit(answer_all, rows, w0))
 
-    def request(row: np.ndarray, needed: int, w0: float) -> None:
-        # Answered once the request's second is fully ingested (``needed`` batches acked).
+    def request(rows: np.ndarray, needed: int, w0: float) -> None:
+        # A second's requests, answered once it is fully ingested (``needed`` batches
+        # acked).
         with held_lock:
             if held or acked["n"] < needed:
-                held.append((row, needed, w0))
+                held.append((rows, needed, w0))
             else:
-                pending.append(pool.submit(answer, row, w0))
+                pending.append(pool.submit(answer_all, rows, w0))
 
-    def vehicle(vid: int) -> Vehicle:
+    def answer_all(rows: np.ndarray, w0: float) -> None:
+        # A second's requests in one Batch call (the fleet's gateway); w0: when they were
+        # read. If the server refuses the batch, each is asked on its own, so that one
+        # refused request does not lose the others.
+        w1 = time.perf_counter()
+        reqs = [(int(r[0]), int(r[1]), int(r[2]), int(r[4]), int(r[14])) for r in rows]
+        try:
+            for attempt in range(UNAVAILABLE_RETRIES + 1):
+                try:
+                    got = fleet.answer(reqs)
+                    break
+                except Unavailable:  # a shard recovering: asked again, the answers late
+                    if attempt == UNAVAILABLE_RETRIES:
+                        raise
+                    with vlock:
+                        counters.retried += 1
+                    time.sleep(0.5)
+        except PSoupRpcError:
+            for row in rows:
+                answer(row, w0)
+            return
+        e = emit()
+        done = list(zip(reqs, rows, got, strict=True))
+        bal = [(2, q[1], e, int(r[9]), *a) for q, r, a in done if q[0] == 2]
+        day = [(3, q[1], e, int(r[9]), a) for q, r, a in done if q[0] == 3]
+        if bal:
+            answers.add("balance", bal)
+        if day:
+            answers.add("daily", day)
+        w2 = time.perf_counter()
         with vlock:
-            v = vehicles.get(vid)
-            if v is None:
-                v = vehicles[vid] = Vehicle(client, vid, queries)
-            return v
+            phases.extend([((w1 - w0) * 1e3, (w2 - w1) * 1e3)] * len(rows))
 
     def answer(row: np.ndarray, w0: float) -> None:
-        # w0: when the request was read. What precedes the call (the ack of the request's
-        # second, a free worker) counts in its first phase.
+        # One request on its own (a refused batch's). What precedes the call (the ack of
+        # the request's second, a free worker) counts in its first phase.
         w1 = time.perf_counter()
         kind, t, vid = int(row[0]), int(row[1]), int(row[2])
-        v = vehicle(vid)
+        v = fleet.vehicle(vid)
         try:
             for attempt in range(UNAVAILABLE_RETRIES + 1):
                 try:
@@ -511,8 +539,8 @@ def replay(
             sent_at.put((s, time.perf_counter()))
             sent.put({f: reports[:, i + 1] for i, f in enumerate(REPORT_FIELDS)})
             n_sent += 1
-        for row in rows[(rows[:, 0] == 2) | (rows[:, 0] == 3)]:
-            request(row, n_sent, time.perf_counter())
+        if len(asked := rows[(rows[:, 0] == 2) | (rows[:, 0] == 3)]):
+            request(asked, n_sent, time.perf_counter())
         with held_lock:
             if len(pending) > 4096:  # keep the futures of answered requests from piling up
                 pending[:] = [f for f in pending if not f.done() or f.result()]
@@ -523,8 +551,8 @@ def replay(
     acker.join(timeout=600)
     with held_lock:  # none, unless the ingest stream ended early: answered anyway
         while held:
-            row, _needed, w0 = held.popleft()
-            pending.append(pool.submit(answer, row, w0))
+            rows, _needed, w0 = held.popleft()
+            pending.append(pool.submit(answer_all, rows, w0))
     for f in list(pending):
         f.result()
     pool.shutdown()
