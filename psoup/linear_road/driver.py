@@ -47,17 +47,13 @@ SERVER_ARGS = ("--max-queries-per-client", "10000000")
 
 
 UNAVAILABLE_RETRIES = 120  # a request asked again every 0.5 s while a shard recovers
-#: Type 2 and 3 requests answered at once (threads of the driver: vehicles asking at the
-#: same time). Little's law bounds the requests answered per second by workers / call
-#: time: with durability on, a call took p50 11 ms (mean ~14) at L = 32, so 8 workers
-#: answered at most ~570 a second, about the peak rate at L = 32 (~540), and a backlog
-#: that a checkpoint started took minutes to clear (waits up to 5 s). At L = 14, before
-#: a worker stopped waiting for its second's ack, 24 made every kind of answer late.
-#: With 16, durable L = 32 (e2431e2) had balances late for ~350 simulated s around its
-#: busiest requests (~7,150-7,450: ~40 a simulated second, 80% of them a vehicle's
-#: first, which registers its queries and waits for the log), calls p50 16 ms: 16
-#: workers answer at most ~1,000 a second against ~640 arriving, and any pause queued
-#: requests for seconds.
+#: Seconds' groups of type 2 and 3 requests answered at once (threads of the driver; a
+#: group is one Batch call, and a refused group's requests go one call each). History:
+#: with one call per request, Little's law bounded the requests answered per second by
+#: workers / call time (p50 11-16 ms with durability at L = 32): 8 and then 16 workers
+#: fell behind at the busiest seconds (~40 requests a simulated second, 80% of them a
+#: vehicle's first, which registers and waits for the log), so 32 were needed. A group
+#: takes one call, so few of them are busy at once.
 REQUEST_WORKERS = 32
 
 
