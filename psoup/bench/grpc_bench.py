@@ -5,14 +5,16 @@
    process (psoup/bench/grpc_load.py), on the same generated batches.
 2. Invoke latency: p50/p99 of a selective query (an equality, ~1 match) over a window of
    2^16 tuples, with 1, 4 and 16 concurrent clients while another process ingests.
-3. A CSV file through the command line: 1,000,000 rows of 4 int attributes written with
+3. Invokes one call each (Invoke) against the same invokes in Batch calls of 4, 16 and
+   64: the server's CPU and the client's wall time per invoke.
+4. A CSV file through the command line: 1,000,000 rows of 4 int attributes written with
    pyarrow's CSV writer into a temporary directory (~26 MB), sent by ``psoup ingest`` (a
    child process) and, from numpy arrays, by ``clients.PSoupClient.insert_columns`` (a
    child process too: psoup/bench/grpc_load.py), in batches of 8192, each into a fresh
    server holding the same 65,536 equality queries; three times each, alternating.
 
 Costs (full size): part 1 generates 2,000,000 tuples per batch size and registers 65,536
-queries twice per batch size; part 3 registers them six times (~10 s each) and writes
+queries twice per batch size; part 4 registers them six times (~10 s each) and writes
 the CSV file once. The whole suite takes a few minutes on 2 cores; ``--quick`` (1024
 queries, smaller runs, a 100,000-row CSV) well under a minute.
 """
@@ -20,6 +22,7 @@ queries, smaller runs, a 100,000-row CSV) well under a minute.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -196,6 +199,60 @@ def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) 
     return sec
 
 
+def batched_invokes(n_queries: int, invokes: int, sizes: list[int], seed: int) -> Section:
+    """Invokes one call each (Invoke) against the same invokes in Batch calls: the
+    server's CPU and the client's wall time per invoke."""
+    sec = Section(
+        "Invokes one call each vs in Batch calls",
+        ["invokes per call", "calls", "wall µs per invoke", "server CPU µs per invoke",
+         "CPU vs one call each"],
+    )  # fmt: skip
+    rng = np.random.default_rng(seed + 3)
+    consts = rng.choice(EQ_DOMAIN, n_queries, replace=False).tolist()
+    srv = start_server(ServerConfig(port=0))
+    target = f"127.0.0.1:{srv.port}"
+    preload = make_batches(seed, (MAX_WINDOW + 1) // 1000 + 2, 1000)
+
+    def setup() -> list[str]:
+        _setup(srv.engine, consts)
+        for b in preload:
+            srv.engine.insert_columns("r", b)
+        return [
+            srv.engine.register(INVOKE_QUERY, params={"c": int(c)})
+            for c in rng.integers(0, EQ_DOMAIN, 256)
+        ]
+
+    try:
+        handles = srv.worker.call(setup)
+        with tempfile.NamedTemporaryFile("w", suffix=".handles", delete=False) as fh:
+            fh.write("\n".join(handles))
+        one = None
+        for size in tqdm(sizes, desc="invokes per call", leave=False):
+            calls = max(invokes // size, 20)
+            before, start = os.times(), time.perf_counter()
+            _load("invoke", target, "--handles", fh.name, "--invokes", str(calls),
+                  "--seed", str(seed), "--batch", str(size))  # fmt: skip
+            wall, after = time.perf_counter() - start, os.times()
+            cpu = (after.user - before.user) + (after.system - before.system)
+            n = calls * size
+            per = 1e6 * cpu / n
+            one = per if one is None else one
+            sec.rows.append([size, calls, 1e6 * wall / n, per, per / one])
+    finally:
+        srv.stop(grace=1)
+        Path(fh.name).unlink(missing_ok=True)
+    sec.notes.append(
+        f"{n_queries:,} standing equality queries plus 256 invoked ones (r.a = c over the last "
+        "2^16 tuples, about one match each), no ingest meanwhile. One client process of one "
+        "thread calls in sequence; the server runs in the benchmark's process, whose CPU time "
+        "(user + system, all its threads: gRPC's and the engine's) is what the server spent. "
+        "The wall time counts the client process's start and connection too. Batch runs its "
+        "invokes in one turn of the engine thread and answers them in one message "
+        "(docs/ARCHITECTURE.md)."
+    )
+    return sec
+
+
 #: ``psoup ingest``'s summary line: "ingested N rows in B batches in S s (R rows/s); ...";
 #: S has two decimals, R is whole rows/s of the unrounded seconds, so R gives the time.
 _SUMMARY = re.compile(r"ingested ([\d,]+) rows? in .*? s \(([\d,]+) rows/s\)")
@@ -303,17 +360,19 @@ def csv_ingest(n_queries: int, rows: int, batch_rows: int, seed: int, runs: int 
 
 
 def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
-    """Run the three parts; print tables; write BENCHMARKS.md's grpc section."""
+    """Run the four parts; print tables; write BENCHMARKS.md's grpc section."""
     if quick:
         sections = [
             ingest_rates(1024, 50_000, [1000], seed),
             invoke_latency(1024, [1, 4], 100, seed),
+            batched_invokes(1024, 640, [1, 16, 64], seed),
             csv_ingest(1024, 100_000, 8192, seed),
         ]
     else:
         sections = [
             ingest_rates(65_536, 2_000_000, [1000, 8192, 65_536], seed),
             invoke_latency(65_536, [1, 4, 16], 2000, seed),
+            batched_invokes(65_536, 8192, [1, 4, 16, 64], seed),
             csv_ingest(65_536, 1_000_000, 8192, seed, runs=7),
         ]
     where = machine.describe()

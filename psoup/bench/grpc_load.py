@@ -198,10 +198,17 @@ def _ready_go() -> None:
 
 
 def invoke(
-    target: str, handles: list[str], clients: int, invokes: int, seed: int, go: bool = False
+    target: str,
+    handles: list[str],
+    clients: int,
+    invokes: int,
+    seed: int,
+    go: bool = False,
+    batch: int = 1,
 ) -> dict:
-    """Latencies (ms) of ``clients`` threads x ``invokes`` invocations each; with ``go``,
-    they start once told on stdin (after ``ready``)."""
+    """Latencies (ms) of ``clients`` threads x ``invokes`` calls each; with ``go``, they
+    start once told on stdin (after ``ready``). ``batch`` > 1: each call is a Batch of
+    that many invokes (of handles drawn at random), else an Invoke."""
     lat: list[float] = []
     lock = threading.Lock()
     ready = threading.Barrier(clients, action=_ready_go if go else None)
@@ -214,9 +221,15 @@ def invoke(
             stub.Invoke(pb.InvokeRequest(handle=handles[0]))  # connect first
             ready.wait()
             for _ in range(invokes):
-                req = pb.InvokeRequest(handle=rng.choice(handles))  # as PSoupClient.invoke
+                if batch > 1:  # as PSoupClient.batch
+                    call, req = stub.Batch, pb.BatchRequest(items=[
+                        pb.BatchRequest.Item(invoke=pb.InvokeRequest(handle=rng.choice(handles)))
+                        for _ in range(batch)
+                    ])  # fmt: skip
+                else:  # as PSoupClient.invoke
+                    call, req = stub.Invoke, pb.InvokeRequest(handle=rng.choice(handles))
                 start = time.perf_counter()
-                stub.Invoke(req)
+                call(req)
                 mine.append(1e3 * (time.perf_counter() - start))
         with lock:
             lat.extend(mine)
@@ -262,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--clients", type=int, default=1, help="concurrent client threads")
     v.add_argument("--invokes", type=int, default=200, help="invocations per client")
     v.add_argument("--wait-go", action="store_true", help="print ready, start on a stdin line")
+    v.add_argument("--batch", type=int, default=1, help="invokes per call (a Batch when > 1)")
     a = p.parse_args(argv)
     if a.mode == "ingest":
         out = ingest(a.target, a.seed, a.batches, a.rows, a.warm, a.t0)
@@ -278,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         with open(a.handles) as fh:
             handles = fh.read().split()
-        out = invoke(a.target, handles, a.clients, a.invokes, a.seed, a.wait_go)
+        out = invoke(a.target, handles, a.clients, a.invokes, a.seed, a.wait_go, a.batch)
     json.dump(out, sys.stdout)
     return 0
 
