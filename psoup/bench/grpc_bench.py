@@ -129,6 +129,30 @@ def _invokers(target: str, handles: Path, clients: int, invokes: int, seed: int)
                 p.wait()
 
 
+def _invoke_server(n_queries: int, rng: np.random.Generator, seed: int):
+    """A server in this process holding the equality workload's ``n_queries`` standing
+    queries, the last 2^16 tuples, and 256 more queries to invoke: ``(server, their
+    handles, the next timestamp)``."""
+    consts = rng.choice(EQ_DOMAIN, n_queries, replace=False).tolist()
+    srv = start_server(ServerConfig(port=0))
+    preload = make_batches(seed, (MAX_WINDOW + 1) // 1000 + 2, 1000)
+
+    def setup() -> list[str]:
+        _setup(srv.engine, consts)
+        for b in preload:
+            srv.engine.insert_columns("r", b)
+        return [
+            srv.engine.register(INVOKE_QUERY, params={"c": int(c)})
+            for c in rng.integers(0, EQ_DOMAIN, 256)
+        ]
+
+    try:
+        return srv, srv.worker.call(setup), len(preload) * 1000
+    except BaseException:
+        srv.stop(grace=1)
+        raise
+
+
 #: How concurrent invokers are laid out: each a client process of its own (as separate
 #: applications are), or threads of one client process (sharing its interpreter lock,
 #: whose waits then count in the latency).
@@ -141,25 +165,10 @@ def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) 
         "Invoke latency at window 2^16 while ingest runs",
         ["clients", "as", "invokes", "p50 ms", "p90 ms", "p99 ms", "ingest t/s meanwhile"],
     )
-    rng = np.random.default_rng(seed + 1)
-    consts = rng.choice(EQ_DOMAIN, n_queries, replace=False).tolist()
-    srv = start_server(ServerConfig(port=0))
+    srv, handles, t0 = _invoke_server(n_queries, np.random.default_rng(seed + 1), seed)
     target = f"127.0.0.1:{srv.port}"
-    preload = make_batches(seed, (MAX_WINDOW + 1) // 1000 + 2, 1000)
-    t0 = len(preload) * 1000
-
-    def setup() -> list[str]:
-        _setup(srv.engine, consts)
-        for b in preload:
-            srv.engine.insert_columns("r", b)
-        return [
-            srv.engine.register(INVOKE_QUERY, params={"c": int(c)})
-            for c in rng.integers(0, EQ_DOMAIN, 256)
-        ]
-
     background = None
     try:
-        handles = srv.worker.call(setup)
         with tempfile.NamedTemporaryFile("w", suffix=".handles", delete=False) as fh:
             fh.write("\n".join(handles))
         background = subprocess.Popen(
@@ -207,23 +216,9 @@ def batched_invokes(n_queries: int, invokes: int, sizes: list[int], seed: int) -
         ["invokes per call", "calls", "wall µs per invoke", "server CPU µs per invoke",
          "CPU vs one call each"],
     )  # fmt: skip
-    rng = np.random.default_rng(seed + 3)
-    consts = rng.choice(EQ_DOMAIN, n_queries, replace=False).tolist()
-    srv = start_server(ServerConfig(port=0))
+    srv, handles, _ = _invoke_server(n_queries, np.random.default_rng(seed + 3), seed)
     target = f"127.0.0.1:{srv.port}"
-    preload = make_batches(seed, (MAX_WINDOW + 1) // 1000 + 2, 1000)
-
-    def setup() -> list[str]:
-        _setup(srv.engine, consts)
-        for b in preload:
-            srv.engine.insert_columns("r", b)
-        return [
-            srv.engine.register(INVOKE_QUERY, params={"c": int(c)})
-            for c in rng.integers(0, EQ_DOMAIN, 256)
-        ]
-
     try:
-        handles = srv.worker.call(setup)
         with tempfile.NamedTemporaryFile("w", suffix=".handles", delete=False) as fh:
             fh.write("\n".join(handles))
         one = None

@@ -439,6 +439,19 @@ def replay(
             else:
                 pending.append(pool.submit(answer_all, rows, w0))
 
+    def retrying(call: Callable[[], object]) -> object:
+        # A shard recovering answers Unavailable: asked again every 0.5 s, the answer late.
+        for attempt in range(UNAVAILABLE_RETRIES + 1):
+            try:
+                return call()
+            except Unavailable:
+                if attempt == UNAVAILABLE_RETRIES:
+                    raise
+                with vlock:
+                    counters.retried += 1
+                time.sleep(0.5)
+        raise AssertionError("unreachable")
+
     def answer_all(rows: np.ndarray, w0: float) -> None:
         # A second's requests in one Batch call (the fleet's gateway); w0: when they were
         # read. If the server refuses the batch, each is asked on its own, so that one
@@ -446,16 +459,7 @@ def replay(
         w1 = time.perf_counter()
         reqs = [(int(r[0]), int(r[1]), int(r[2]), int(r[4]), int(r[14])) for r in rows]
         try:
-            for attempt in range(UNAVAILABLE_RETRIES + 1):
-                try:
-                    got = fleet.answer(reqs)
-                    break
-                except Unavailable:  # a shard recovering: asked again, the answers late
-                    if attempt == UNAVAILABLE_RETRIES:
-                        raise
-                    with vlock:
-                        counters.retried += 1
-                    time.sleep(0.5)
+            got = retrying(lambda: fleet.answer(reqs))
         except PSoupRpcError:
             for row in rows:
                 answer(row, w0)
@@ -479,21 +483,12 @@ def replay(
         kind, t, vid = int(row[0]), int(row[1]), int(row[2])
         v = fleet.vehicle(vid)
         try:
-            for attempt in range(UNAVAILABLE_RETRIES + 1):
-                try:
-                    if kind == 2:
-                        resulttime, bal = v.balance(t)
-                        answers.add("balance", [(2, t, emit(), int(row[9]), resulttime, bal)])
-                    else:
-                        total = v.daily_expenditure(int(row[4]), int(row[14]))
-                        answers.add("daily", [(3, t, emit(), int(row[9]), total)])
-                    break
-                except Unavailable:  # a shard recovering: asked again, the answer late
-                    if attempt == UNAVAILABLE_RETRIES:
-                        raise
-                    with vlock:
-                        counters.retried += 1
-                    time.sleep(0.5)
+            if kind == 2:
+                resulttime, bal = retrying(lambda: v.balance(t))
+                answers.add("balance", [(2, t, emit(), int(row[9]), resulttime, bal)])
+            else:
+                total = retrying(lambda: v.daily_expenditure(int(row[4]), int(row[14])))
+                answers.add("daily", [(3, t, emit(), int(row[9]), total)])
         except PSoupRpcError as err:  # one refused request must not lose the whole run
             with answers.lock:
                 answers.failed.append(f"type {kind} at {t} for vehicle {vid}: {err}")
