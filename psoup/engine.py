@@ -527,7 +527,7 @@ class Engine:
         if self.strategy.materializes and self.qstem.entries(st.name):
             by_name = dict(zip(st.schema.names, cols, strict=True))
             matches = self.qstem.probe(st.name, by_name, n)
-            marked = self.strategy.mark(st.name, first, matches, ts)
+            marked = self.strategy.mark(st.name, first, matches, ts, cols)
             if self._join_entries:
                 marked += self._join_batch(st, first, n, matches)
         self.strategy.after_batch(st.name, st.last_ts, st.visible_from(), stem.start_seq)
@@ -846,6 +846,9 @@ class Engine:
         ts = st.stem.gather(st.schema.time, seqs)
         self.strategy.add_selection(q.qid, entry, st.name, seqs, ts)
         if isinstance(self.strategy, PSoupC):
+            if not q.spec.is_aggregate:  # its result is its rows: kept whole
+                out_at = self._out_at(q, st)
+                self.strategy.keep_values(entry, out_at, st.stem.gather_at(out_at, seqs))
             self.strategy.watch(st.name, entry, q.spec.window, st.last_ts, st.visible_from())
 
     def _register_join(self, q: Query) -> None:
@@ -1087,6 +1090,14 @@ class Engine:
             return now, bounds, tuple(cols), keys[0]
 
     @staticmethod
+    def _out_at(q: Query, st: Stream) -> tuple[int, ...]:
+        """The stream's column positions of a plain selection's output, in its order
+        (found once per query). O(columns)."""
+        if q.out_at is None:
+            q.out_at = tuple(st.schema.index_of(item.col.attr) for item in q.spec.select)
+        return q.out_at
+
+    @staticmethod
     def _seq_of_tid(st: Stream, tid: int) -> int:
         """The first stored seq whose tuple id is at least ``tid`` (ids grow with seqs).
         O(log n) single-row lookups."""
@@ -1174,6 +1185,16 @@ class Engine:
             if keys is not None:
                 return {None: [n for _ in spec.select]}
             return [tuple(n for _ in spec.select)]
+        elif (
+            columnar
+            and keys is None
+            and isinstance(strat, PSoupC)
+            and not spec.is_aggregate
+            and (kept := strat.selection_arrays(entry, s, e)) is not None
+        ):
+            # PSoup-C keeps a plain selection's output columns: its result is a slice of
+            # each (views that never change), not a gather.
+            return kept
         else:
             seqs = (
                 strat.selection_rows(q.qid, entry, st.name, s, e, lo, hi)
@@ -1183,9 +1204,7 @@ class Engine:
         if columnar and keys is None and not spec.is_aggregate:
             # A plain selection's columns straight from the store in output order: fresh
             # arrays of len(seqs) each, so no per-attribute dict, projection or views.
-            if q.out_at is None:
-                q.out_at = tuple(st.schema.index_of(item.col.attr) for item in spec.select)
-            return st.stem.gather_at(q.out_at, seqs)
+            return st.stem.gather_at(self._out_at(q, st), seqs)
         attrs = spec.read_attrs
         if q.read_at is None:  # the attributes' positions in the stream, once per query
             q.read_at = tuple(st.schema.index_of(a) for a in attrs)
@@ -1329,6 +1348,21 @@ class Engine:
                 st.stem._check()
             self.qstem._check()
             self.strategy.results._check()
+            if isinstance(self.strategy, PSoupC):
+                self.strategy._check()
+                for entry, m in self.strategy.lists.items():
+                    if m.positions is None:
+                        continue
+                    # The kept values are the stored ones.
+                    q = self._by_qid[self._entry_owner[entry][0]]
+                    stored = self.streams[q.plan.streams[0]].stem.gather_at(
+                        m.positions, m.seqs[m.head : m.n]
+                    )
+                    for v, want in zip(m.vals, stored, strict=True):
+                        nan = v.dtype.kind == "f"
+                        assert np.array_equal(v[m.head : m.n], want, equal_nan=nan), (
+                            "a kept value differs"
+                        )
             # The queries are kept in registration order (a new handle goes last).
             qids = [q.qid for q in self.queries.values()]
             assert qids == sorted(qids), "queries out of registration order"

@@ -9,6 +9,7 @@ client's quota, the handles. The batch's registrations are durable like any othe
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import grpc
@@ -252,6 +253,35 @@ def test_the_async_client_batches_alike(twins) -> None:
     got, reg = asyncio.run(run())
     _same(got, batched.invoke(h, now=60))
     _same(reg.result, got)
+
+
+def test_each_invoke_of_a_batch_is_timed_on_its_own() -> None:
+    """The invoke-latency metric counts each invoke of a batch (a registration with
+    ``invoke`` too, as RegisterQuery) with its own time: its wait for the engine thread,
+    its turn there and its answer, not the whole call's. 64 invokes, each of 400 rows:
+    recorded as the whole call's time each, their sum would be 64 calls' worth."""
+    srv, c = _start()
+    try:
+        h = c.register("SELECT * FROM r BEGIN 0 END NOW")
+        hist = srv.observer.invoke_seconds.labels(srv.engine.strategy.name)
+
+        def seen() -> tuple[float, float]:
+            sample = {s.name: s.value for m in hist.collect() for s in m.samples}
+            return sample["psoup_invoke_seconds_count"], sample["psoup_invoke_seconds_sum"]
+
+        n0, s0 = seen()
+        items = [Invoke(h) for _ in range(63)] + [Register(TEXTS[0], {"x": 4}, invoke=True)]
+        items.append(Register(TEXTS[0], {"x": 5}))  # no invoke: not counted
+        start = time.perf_counter()
+        got = c.batch(items)
+        wall = time.perf_counter() - start
+        n1, s1 = seen()
+        assert len(got[0]) == 400
+        assert n1 - n0 == 64
+        assert s1 - s0 < 64 * wall / 4
+    finally:
+        c.close()
+        srv.stop(grace=1)
 
 
 def test_a_batchs_registrations_survive_a_kill(tmp_path: Path) -> None:

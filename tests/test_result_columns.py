@@ -82,3 +82,34 @@ def test_arrays_over_grpc_equal_the_engines() -> None:
             assert res.to_arrow().num_rows == len(want)
     finally:
         srv.stop(grace=1)
+
+
+@pytest.mark.parametrize("strategy", ["psoup-p", "psoup-c", "nomat"])
+def test_a_result_keeps_its_values_while_the_stream_moves_on(strategy: str) -> None:
+    """A result is a value: later batches (which grow, expire and compact what PSoup-C
+    keeps, whose results are views of it) leave a result taken before unchanged."""
+    db = psoup.connect(strategy=strategy, block_rows=64)
+    db.create_stream("r", {"a": "int", "s": "str", "t": "int"}, time="t", max_window=100)
+    h = db.register("SELECT r.t, r.a, r.s FROM r WHERE r.a < 5 BEGIN NOW - 80 END NOW")
+    rng = np.random.default_rng(11)
+    held = []
+    t = 0
+    for _ in range(100):
+        n = int(rng.integers(1, 150))
+        db.insert_columns(
+            "r",
+            {
+                "a": rng.integers(0, 10, n),
+                "s": [f"v{v}" for v in rng.integers(0, 9, n)],
+                "t": t + np.arange(n),
+            },
+        )
+        t += n
+        res = db.invoke(h)
+        held.append((res, [a.copy() for a in res.arrays]))
+        db._check()
+    assert sum(len(r) for r, _ in held) > 2000
+    for res, copies in held:
+        for got, want in zip(res.arrays, copies, strict=True):
+            assert np.array_equal(got, want)
+    db.close()

@@ -132,10 +132,14 @@ class Fleet:
     def vehicle(self, vid: int) -> Vehicle:
         """The vehicle ``vid``, made the first time it is asked for."""
         with self._lock:
-            v = self.vehicles.get(vid)
-            if v is None:
-                v = self.vehicles[vid] = Vehicle(self.client, vid, self.queries)
-            return v
+            return self._made(vid)
+
+    def _made(self, vid: int) -> Vehicle:
+        """As ``vehicle``, the fleet's lock held by the caller."""
+        v = self.vehicles.get(vid)
+        if v is None:
+            v = self.vehicles[vid] = Vehicle(self.client, vid, self.queries)
+        return v
 
     def answer(self, requests: list[Request]) -> list[tuple[int, int] | int]:
         """Each request's answer, in order: ``(resulttime, balance)`` for a balance,
@@ -151,11 +155,10 @@ class Fleet:
 
     def _round(self, requests: list[Request], todo: list[int], out: list) -> list[int]:
         ops, which, mine, waits, rest = [], [], [], [], []
-        for i in todo:
-            kind, t, vid, xway, day = requests[i]
-            v = self.vehicle(vid)
-            handles, key, query, params, now = v.request(kind, t, xway, day)
-            with self._lock:
+        with self._lock:  # once for the group: its handles and claims seen together
+            for i in todo:
+                kind, t, vid, xway, day = requests[i]
+                handles, key, query, params, now = self._made(vid).request(kind, t, xway, day)
                 h = handles.get(key)
                 claim = self._claims.get((vid, key))
                 if h is None and claim is None:
@@ -168,7 +171,7 @@ class Fleet:
                     continue
                 else:
                     ops.append(Invoke(h, now))
-            which.append(i)
+                which.append(i)
         try:
             got = []
             for a in range(0, len(ops), BATCH_ITEMS):

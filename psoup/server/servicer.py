@@ -692,10 +692,16 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 spent = [0.0]
                 start = time.perf_counter()
                 started = self.worker.call(lambda: self._batch_here(ops, client, made, spent))
-                replies = []
-                for k, (handle, q, later) in enumerate(started):
+                replies, waited = [], []
+                for k, (handle, q, later, queued, own) in enumerate(started):
                     with _item(k):
+                        t0 = time.perf_counter()
                         current = later() if later is not None else None
+                        if later is not None:
+                            # An invoke's own time (a registration's too, as RegisterQuery
+                            # counts it): its wait for the engine thread, its turn there
+                            # and its answer, not the other items'.
+                            waited.append(queued - start + own + time.perf_counter() - t0)
                         replies.append(
                             pb.BatchResponse.Reply(register=self._registered(handle, q, current))
                             if handle is not None
@@ -708,9 +714,8 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                         f"the answers ({size} bytes) are larger than max_message_bytes="
                         f"{self.config.max_message_bytes}: send fewer items per call",
                     )
-                took = time.perf_counter() - start - spent[0]
-                for _ in range(sum(later is not None for _, _, later in started)):
-                    self._timed_invoke(took)
+                for seconds in waited:
+                    self._timed_invoke(seconds)
             except BaseException:
                 for handle in made:
                     self._forget(handle)
@@ -722,20 +727,27 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return self._unary(context, run)
 
     def _batch_here(self, ops: list, client: str, made: list[str], spent: list[float]) -> list:
-        """On the engine thread: a Batch's items in order, each ``(handle, query, later)``
-        (handle and query None for an invoke). A refused item undoes the registrations
-        made before it and raises, its message naming it."""
+        """On the engine thread: a Batch's items in order, each ``(handle, query, later,
+        queued, own)`` (handle and query None for an invoke; ``queued`` the clock when
+        the engine thread took the call, ``own`` an invoke's time on it). A refused item
+        undoes the registrations made before it and raises, its message naming it."""
         started = []
+        queued = time.perf_counter()
         try:
             for k, (req, params, now) in enumerate(ops):
                 with _item(k):
                     if params is None:
+                        t0 = time.perf_counter()
                         self.access.require_query(self.engine, req.handle)
-                        started.append((None, None, self.engine.invoke_later(req.handle, now=now)))
+                        later = self.engine.invoke_later(req.handle, now=now)
+                        own = time.perf_counter() - t0
+                        started.append((None, None, later, queued, own))
                     else:
+                        t0, before = time.perf_counter(), spent[0]
                         handle, q, later = self._register_here(req, params, now, client, spent)
+                        own = time.perf_counter() - t0 - (spent[0] - before)
                         made.append(handle)
-                        started.append((handle, q, later))
+                        started.append((handle, q, later, queued, own))
         except BaseException:
             for handle in made:
                 self.engine.unregister(handle)
