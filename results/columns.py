@@ -13,6 +13,13 @@ A column starts sparse. When it matches more than B/64 rows of a block (where th
 becomes the smaller), its next blocks go dense; a dense block that ends with B/64 matches
 or fewer sends the next block back to the log. Expiry drops whole blocks.
 
+A column read keeps a copy of its seqs in the log's sealed blocks (sealed blocks do not
+change: a merge into one, rare, or a compaction changes the log's ``epoch`` and the copy
+is made anew). The next read extends it with the blocks sealed since, each read from the
+log once, so a window's log part is a binary search in one array, not one per block.
+It costs 8 bytes per logged match of a column that has been read, within the retention
+(its expired prefix is dropped once it is the larger part).
+
 A ``JoinColumn`` keeps the result pairs of a two-source query ordered by the older base
 tuple's timestamp (seeds/002 lines 1899-1909), in a ``SortedList``.
 """
@@ -28,6 +35,7 @@ from sortedcontainers import SortedList
 from results.match_log import MatchLog
 
 _EMPTY = np.empty(0, dtype=np.int64)
+_END = np.iinfo(np.int64).max  # past every seq
 
 
 class Modes:
@@ -62,6 +70,7 @@ class SelectionColumn:
     __slots__ = (
         "_backfill",
         "_blocks",
+        "_cache",
         "_modes",
         "_registry",
         "block_rows",
@@ -80,6 +89,9 @@ class SelectionColumn:
         self.log = log
         modes.set(key, False)
         self._blocks: dict[int, bitarray] = {}
+        # (log epoch, newest sealed block read, seqs): the column's pairs in the log's
+        # sealed blocks, kept from the last read (``_sealed_rows``).
+        self._cache: tuple[int, int, np.ndarray] | None = None
         # Sparse matches found at registration in blocks the log had already sealed.
         self._backfill = _EMPTY
         # block number -> columns holding a dense block there; shared by the columns of
@@ -208,23 +220,41 @@ class SelectionColumn:
     def rows(self, s: int, e: int) -> np.ndarray:
         """Ascending matched seqs in ``[s, e)``.
 
-        O(log m) per sparse block and O(bits/8) per dense block inside the window, from
-        the column's first matched block on, in C; nothing outside the window. A run of
-        consecutive dense blocks is read as one bitmap (when ``block_rows`` is a
-        multiple of 8, so their bytes join without a seam): one unpack and one scan for
-        the run, not per block; the run that ends the window also without a Python step
-        per block (``_dense_run``).
+        The log's part is a slice of the column's copy of its sealed pairs
+        (``_sealed_rows``: O(log m), brought up to date with the blocks sealed since,
+        each read from the log once) and the open block's pairs when it holds the key.
+        The dense blocks are read as bitmaps, a run of consecutive dense blocks as one
+        (when ``block_rows`` is a multiple of 8, so their bytes join without a seam): one
+        unpack and one scan per run, O(bits/8) in C. O(window blocks) Python steps at
+        most, nothing outside the window.
         """
         if s >= e:
             return _EMPTY
         B = self.block_rows
-        ka = self._dense_run(s // B, (e - 1) // B)
-        if ka is None:
-            out = self._gathered(s, e)
-        else:  # the blocks before the dense run one by one, then the run at once
-            split = max(s, ka * B)
-            out = self._gathered(s, split) if s < split else []
-            out.append(self._dense_bits(split, e))
+        k0, k1 = s // B, (e - 1) // B
+        logged = self._logged(s, e)
+        out = []
+        dense = self._blocks
+        if dense:
+            if k1 - k0 < len(dense):
+                ks = [k for k in range(k0, k1 + 1) if k in dense]
+            else:
+                ks = sorted(k for k in dense if k0 <= k <= k1)
+            at = 0  # the logged seqs before each dense run go before it
+            for a, z in self._runs(ks):
+                lo, hi = max(s, a * B), min(e, (z + 1) * B)
+                if len(logged):
+                    cut = int(logged.searchsorted(lo))
+                    if cut > at:
+                        out.append(logged[at:cut])
+                    at = cut
+                found = self._dense_bits(lo, hi)
+                if len(found):
+                    out.append(found)
+            if at < len(logged):
+                out.append(logged[at:] if at else logged)
+        elif len(logged):
+            out.append(logged)
         bf = self._backfill
         if len(bf) and bf[0] < e and bf[-1] >= s:
             out.append(bf[np.searchsorted(bf, s) : np.searchsorted(bf, e)])
@@ -233,23 +263,7 @@ class SelectionColumn:
             return merged
         if not out:
             return _EMPTY
-        if len(out) == 1:
-            return out[0] if ka is not None else out[0].copy()  # _dense_bits' is fresh
-        return np.concatenate(out)
-
-    def _dense_run(self, k0: int, k1: int) -> int | None:
-        """The first block of the run of dense blocks that ends the window's blocks
-        ``[k0, k1]`` (a dense block is the whole answer in it: the log holds none of
-        its matches, as ``_check`` asserts); None when block ``k1`` is not dense. A
-        dense column's window is usually one such run, or one after the sparse blocks
-        it started with. O(run length) dict look-ups."""
-        dense = self._blocks
-        if self.block_rows % 8 or k1 not in dense:
-            return None
-        ka = k1
-        while ka > k0 and ka - 1 in dense:
-            ka -= 1
-        return ka
+        return out[0].copy() if len(out) == 1 else np.concatenate(out)
 
     def _dense_bits(self, s: int, e: int) -> np.ndarray:
         """The set bits' seqs in ``[s, e)``, every block of which is dense: the blocks'
@@ -268,45 +282,62 @@ class SelectionColumn:
         found += s
         return found
 
-    def _gathered(self, s: int, e: int) -> list[np.ndarray]:
-        """The matched seqs in ``[s, e)`` outside the backfill, as ascending non-empty
-        parts, block by block (``_block_numbers``): consecutive log blocks in one call
-        to the log, consecutive dense blocks in one ``_dense_bits`` (each dense block on
-        its own when ``block_rows`` is not a multiple of 8: their bytes would not join
-        without a seam)."""
+    def _runs(self, ks: list[int]) -> list[tuple[int, int]]:
+        """``ks`` (ascending block numbers) as runs ``(first, last)`` of consecutive ones,
+        each block its own run when ``block_rows`` is not a multiple of 8 (their bytes
+        would not join without a seam). O(len(ks))."""
+        if not ks:
+            return []
+        if self.block_rows % 8:
+            return [(k, k) for k in ks]
+        runs = []
+        a = z = ks[0]
+        for k in ks[1:]:
+            if k != z + 1:
+                runs.append((a, z))
+                a = k
+            z = k
+        runs.append((a, z))
+        return runs
+
+    def _logged(self, s: int, e: int) -> np.ndarray:
+        """The column's seqs in the log within ``[s, e)``, ascending (a view when only
+        sealed blocks hold them). O(log m) plus the open block's scan when it holds the
+        key, plus the blocks sealed since the last read, once."""
+        rows = self._sealed_rows()
+        a, z = rows.searchsorted((s, e)).tolist() if len(rows) else (0, 0)
+        part = rows[a:z]
+        log = self.log
+        ob = log.open_block
         B = self.block_rows
-        joinable = B % 8 == 0
-        dense = self._blocks
-        out: list[np.ndarray] = []
-        sparse: list[int] = []  # log blocks not read yet
-        run = None  # (first, last) consecutive dense blocks not read yet
+        if ob >= 0 and s < (ob + 1) * B and e > ob * B and log.open_has(self.key):
+            fresh = log.rows_in(self.key, [ob], s, e)
+            if fresh:
+                return np.concatenate((part, fresh[0])) if len(part) else fresh[0]
+        return part
 
-        def flush_run() -> None:
-            found = self._dense_bits(max(s, run[0] * B), min(e, (run[1] + 1) * B))
-            if len(found):
-                out.append(found)
-
-        for k in self._block_numbers(s // B, (e - 1) // B):
-            if k not in dense:
-                if run:
-                    flush_run()
-                    run = None
-                sparse.append(k)
-                continue
-            if sparse:
-                out.extend(self.log.rows_in(self.key, sparse, s, e))
-                sparse = []
-            if run and joinable and k == run[1] + 1:
-                run = (run[0], k)
-            else:
-                if run:
-                    flush_run()
-                run = (k, k)
-        if run:
-            flush_run()
-        if sparse:
-            out.extend(self.log.rows_in(self.key, sparse, s, e))
-        return out
+    def _sealed_rows(self) -> np.ndarray:
+        """The column's seqs in the log's sealed blocks, ascending: a copy kept by the
+        column. Rebuilt when the log's sealed pairs change (``epoch``), extended with the
+        blocks sealed since (each read from the log once), its expired prefix dropped
+        once it is the larger part. O(1) when nothing was sealed since."""
+        log = self.log
+        cache = self._cache
+        if cache is None or cache[0] != log.epoch:
+            upto, rows = -1, _EMPTY
+        else:
+            _, upto, rows = cache
+        if log.newest > upto:
+            parts = log.rows_in(self.key, log.sealed_in(self.key, upto + 1, log.newest), 0, _END)
+            if parts:
+                rows = np.concatenate((rows, *parts)) if len(rows) else np.concatenate(parts)
+            upto = log.newest
+        if len(rows) and rows[0] < log.floor * self.block_rows:
+            cut = int(rows.searchsorted(log.floor * self.block_rows))
+            if 2 * cut >= len(rows):
+                rows = rows[cut:].copy()
+        self._cache = (log.epoch, upto, rows)
+        return rows
 
     def count(self, s: int, e: int) -> int:
         """Number of matched seqs in ``[s, e)``. O(1) C calls per block visited."""
@@ -338,6 +369,7 @@ class SelectionColumn:
                     del self._registry[k]
         self._blocks.clear()
         self._backfill = _EMPTY
+        self._cache = None
         self.log.forget(self.key)
 
     def layout_counts(self) -> tuple[int, int]:
@@ -357,6 +389,13 @@ class SelectionColumn:
         for k in set((bf // self.block_rows).tolist()):
             assert k not in self._blocks, "a block both backfilled and dense"
         B = self.block_rows
+        cache = self._cache
+        if cache is not None and cache[0] == self.log.epoch:  # the copy is the log's pairs
+            _, upto, rows = cache
+            parts = self.log.rows_in(self.key, self.log.sealed_in(self.key, 0, upto), 0, _END)
+            floor = self.log.floor * B
+            want = np.concatenate(parts) if parts else _EMPTY
+            assert np.array_equal(rows[rows >= floor], want[want >= floor]), "stale copy"
         for k in self._blocks:  # a block lives wholly in its bitmap or wholly in the log
             assert not len(self.log.rows(self.key, k, k * B, (k + 1) * B)), (
                 "a block both dense and in the log"

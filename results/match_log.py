@@ -71,6 +71,13 @@ class MatchLog:
         self._present = np.zeros(0, dtype=np.uint64)  # key -> mask of sealed blocks
         self._slot_block = [-1] * _SLOTS  # slot -> the sealed block its bits stand for
         self._masks_tell: bool | None = None  # sealed blocks span <= 64 (None: not known)
+        # What a reader's copy of a key's sealed pairs (``SelectionColumn``'s) rests on:
+        # ``epoch`` changes when a sealed block's pairs change (a merge, a compaction),
+        # ``newest`` is the newest sealed block (sealing only adds newer ones) and
+        # ``floor`` the first block not dropped (seqs below ``floor * block_rows`` expired).
+        self.epoch = 0
+        self.newest = -1
+        self.floor = 0
 
     @property
     def open_block(self) -> int:
@@ -143,6 +150,8 @@ class MatchLog:
             seqs = np.concatenate((old[1], seqs))
         self._sealed[k] = _sorted_pairs(keys, seqs, k * self.block_rows, self.block_rows)
         self._masks_tell = None
+        self.epoch += 1
+        self.newest = max(self.newest, k)
         self._note_first(k, keys)
         self._note_present(k, keys)
 
@@ -197,6 +206,7 @@ class MatchLog:
         if len(keys):
             self._sealed[k] = (keys, seqs)
             self._masks_tell = None
+            self.newest = max(self.newest, k)
             self._note_present(k, keys)
             if self.on_seal is not None:
                 self.on_seal(k, keys, seqs)
@@ -243,6 +253,16 @@ class MatchLog:
                 out.append(v)
         return out
 
+    def sealed_in(self, key: int, k0: int, k1: int) -> list[int]:
+        """The sealed blocks in ``[k0, k1]`` that may hold ``key``'s pairs, ascending:
+        ``sealed_blocks_of``'s, else every sealed block there from the key's first on.
+        O(64), else O(sealed blocks)."""
+        ks = self.sealed_blocks_of(key, k0, k1)
+        if ks is None:
+            k0 = max(k0, self.first_block(key))
+            ks = sorted(k for k in self._sealed if k0 <= k <= k1)
+        return ks
+
     def blocks(self) -> list[int]:
         """Numbers of the blocks holding pairs, ascending."""
         ks = sorted(self._sealed)
@@ -261,6 +281,7 @@ class MatchLog:
         if not self._dead:
             return
         dead = np.fromiter(self._dead, np.int64, len(self._dead))
+        self.epoch += 1
         for k, (keys, seqs) in list(self._sealed.items()):
             live = ~np.isin(keys, dead)
             if not live.all():
@@ -277,6 +298,7 @@ class MatchLog:
 
     def drop_below(self, k: int) -> None:
         """Forget the blocks numbered below ``k``. O(pairs dropped) in C."""
+        self.floor = max(self.floor, k)
         for kk in [kk for kk in self._sealed if kk < k]:
             if self._slot_block[kk % _SLOTS] == kk:  # else a newer block owns those bits
                 keys = self._sealed[kk][0]

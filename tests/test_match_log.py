@@ -17,8 +17,10 @@ B = 4
 def programs(draw: st.DrawFn) -> list[tuple]:
     steps = []
     for _ in range(draw(st.integers(1, 120))):
-        kind = draw(st.sampled_from(["append", "append", "append", "drop", "forget"]))
-        if kind == "append":
+        kind = draw(st.sampled_from(["append", "append", "append", "drop", "forget", "late"]))
+        if kind == "late":  # a pair into a block before the open one (a sealed block's merge)
+            steps.append(("late", (draw(st.integers(0, 9)), draw(st.integers(0, B - 1)))))
+        elif kind == "append":
             rows = draw(st.integers(1, 3 * B))
             keys = draw(st.lists(st.integers(0, 9), min_size=rows, max_size=rows))
             steps.append(("append", keys))
@@ -32,7 +34,13 @@ def programs(draw: st.DrawFn) -> list[tuple]:
 @settings(max_examples=150, deadline=None)
 @given(programs())
 def test_match_log_matches_brute_force(steps: list[tuple]) -> None:
+    """Also each key's ``SelectionColumn`` (all its blocks in the log), read after every
+    step: its copy of the sealed pairs must follow appends, merges and expiry."""
+    from results.columns import Modes, SelectionColumn
+
     log = MatchLog(B)
+    modes = Modes()
+    cols = [SelectionColumn(key, B, log, {}, modes) for key in range(10)]
     pairs: set[tuple[int, int]] = set()  # (key, seq) still held
     dead: set[int] = set()
     end = 0
@@ -44,6 +52,14 @@ def test_match_log_matches_brute_force(steps: list[tuple]) -> None:
             log.append(np.array(arg, dtype=np.int64), seqs)
             pairs |= set(zip(arg, seqs.tolist(), strict=True))
             end += len(arg)
+        elif kind == "late":
+            key, off = arg
+            k = log.open_block - 1
+            seq = k * B + off
+            if k < below or key in dead or (key, seq) in pairs:
+                continue
+            log.append(np.array([key], dtype=np.int64), np.array([seq], dtype=np.int64))
+            pairs.add((key, seq))
         elif kind == "drop":
             below = max(below, min(arg, end // B))
             log.drop_below(below)
@@ -62,6 +78,10 @@ def test_match_log_matches_brute_force(steps: list[tuple]) -> None:
                 s for k in range(0, last + 1) for s in log.rows(key, k, k * B, (k + 1) * B).tolist()
             ]
             assert got == want, (key, got, want)
+            for s0, s1 in ((below * B, end), (below * B + 1, end - 1), (end // 2, end)):
+                got = cols[key].rows(max(s0, below * B), s1).tolist()
+                assert got == [s for s in want if max(s0, below * B) <= s < s1], (key, s0, s1)
+            cols[key]._check()
             # rows_in over any blocks and any seq range: their rows, clipped, joined.
             s0, s1 = below * B + 1, end - 1
             ks = sorted({*range(below, last + 1, 2), last})
