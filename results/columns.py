@@ -13,12 +13,13 @@ A column starts sparse. When it matches more than B/64 rows of a block (where th
 becomes the smaller), its next blocks go dense; a dense block that ends with B/64 matches
 or fewer sends the next block back to the log. Expiry drops whole blocks.
 
-A column read keeps a copy of its seqs in the log's sealed blocks (sealed blocks do not
-change: a merge into one, rare, or a compaction changes the log's ``epoch`` and the copy
-is made anew). The next read extends it with the blocks sealed since, each read from the
-log once, so a window's log part is a binary search in one array, not one per block.
-It costs 8 bytes per logged match of a column that has been read, within the retention
-(its expired prefix is dropped once it is the larger part).
+A column read keeps a copy of its seqs in the log's sealed blocks of a range of blocks
+that holds its window (sealed blocks do not change: a merge into one, rare, or a
+compaction changes the log's ``epoch`` and the copy is made anew). The next read extends
+it with the window's blocks sealed since, each read from the log once, so a window's log
+part is a binary search in one array, not one per block; no read visits a block outside
+its window. It costs 8 bytes per logged match of a column that has been read, within its
+windows (the prefix before the window is dropped once it is the larger part).
 
 A ``JoinColumn`` keeps the result pairs of a two-source query ordered by the older base
 tuple's timestamp (seeds/002 lines 1899-1909), in a ``SortedList``.
@@ -89,9 +90,9 @@ class SelectionColumn:
         self.log = log
         modes.set(key, False)
         self._blocks: dict[int, bitarray] = {}
-        # (log epoch, newest sealed block read, seqs): the column's pairs in the log's
-        # sealed blocks, kept from the last read (``_sealed_rows``).
-        self._cache: tuple[int, int, np.ndarray] | None = None
+        # (log epoch, first block, last block, seqs): the column's pairs in the log's
+        # sealed blocks of that range, kept from the last read (``_sealed_rows``).
+        self._cache: tuple[int, int, int, np.ndarray] | None = None
         # Sparse matches found at registration in blocks the log had already sealed.
         self._backfill = _EMPTY
         # block number -> columns holding a dense block there; shared by the columns of
@@ -303,40 +304,45 @@ class SelectionColumn:
     def _logged(self, s: int, e: int) -> np.ndarray:
         """The column's seqs in the log within ``[s, e)``, ascending (a view when only
         sealed blocks hold them). O(log m) plus the open block's scan when it holds the
-        key, plus the blocks sealed since the last read, once."""
-        rows = self._sealed_rows()
+        key, plus the window's sealed blocks not read before, once."""
+        B = self.block_rows
+        rows = self._sealed_rows(s // B, (e - 1) // B)
         a, z = rows.searchsorted((s, e)).tolist() if len(rows) else (0, 0)
         part = rows[a:z]
         log = self.log
         ob = log.open_block
-        B = self.block_rows
         if ob >= 0 and s < (ob + 1) * B and e > ob * B and log.open_has(self.key):
             fresh = log.rows_in(self.key, [ob], s, e)
             if fresh:
                 return np.concatenate((part, fresh[0])) if len(part) else fresh[0]
         return part
 
-    def _sealed_rows(self) -> np.ndarray:
-        """The column's seqs in the log's sealed blocks, ascending: a copy kept by the
-        column. Rebuilt when the log's sealed pairs change (``epoch``), extended with the
-        blocks sealed since (each read from the log once), its expired prefix dropped
-        once it is the larger part. O(1) when nothing was sealed since."""
+    def _sealed_rows(self, k0: int, k1: int) -> np.ndarray:
+        """The column's seqs in the log's sealed blocks ``first`` to ``upto``, a range
+        that holds ``[k0, k1]``'s, ascending: a copy the column keeps. Extended with the
+        window's blocks sealed since (each read from the log once); made anew from
+        ``k0`` when the log's sealed pairs changed (``epoch``) or the window is not next
+        to it; its prefix before ``k0`` dropped once it is the larger part. Never reads
+        a block outside the window: O(1) when nothing was sealed since, else O(window
+        blocks not read before)."""
         log = self.log
+        B = self.block_rows
+        k1 = min(k1, log.newest)
         cache = self._cache
-        if cache is None or cache[0] != log.epoch:
-            upto, rows = -1, _EMPTY
+        if cache is None or cache[0] != log.epoch or not cache[1] <= k0 <= cache[2] + 1:
+            first, upto, rows = k0, k0 - 1, _EMPTY
         else:
-            _, upto, rows = cache
-        if log.newest > upto:
-            parts = log.rows_in(self.key, log.sealed_in(self.key, upto + 1, log.newest), 0, _END)
+            _, first, upto, rows = cache
+        if k1 > upto:
+            parts = log.rows_in(self.key, log.sealed_in(self.key, upto + 1, k1), 0, _END)
             if parts:
                 rows = np.concatenate((rows, *parts)) if len(rows) else np.concatenate(parts)
-            upto = log.newest
-        if len(rows) and rows[0] < log.floor * self.block_rows:
-            cut = int(rows.searchsorted(log.floor * self.block_rows))
+            upto = k1
+        if k0 > first and len(rows) and rows[0] < k0 * B:
+            cut = int(rows.searchsorted(k0 * B))
             if 2 * cut >= len(rows):
-                rows = rows[cut:].copy()
-        self._cache = (log.epoch, upto, rows)
+                rows, first = rows[cut:].copy(), k0
+        self._cache = (log.epoch, first, upto, rows)
         return rows
 
     def count(self, s: int, e: int) -> int:
@@ -391,11 +397,12 @@ class SelectionColumn:
         B = self.block_rows
         cache = self._cache
         if cache is not None and cache[0] == self.log.epoch:  # the copy is the log's pairs
-            _, upto, rows = cache
-            parts = self.log.rows_in(self.key, self.log.sealed_in(self.key, 0, upto), 0, _END)
-            floor = self.log.floor * B
+            _, first, upto, rows = cache
+            parts = self.log.rows_in(self.key, self.log.sealed_in(self.key, first, upto), 0, _END)
+            floor = max(first, self.log.floor) * B
             want = np.concatenate(parts) if parts else _EMPTY
             assert np.array_equal(rows[rows >= floor], want[want >= floor]), "stale copy"
+            assert not len(rows) or rows[-1] < (upto + 1) * B
         for k in self._blocks:  # a block lives wholly in its bitmap or wholly in the log
             assert not len(self.log.rows(self.key, k, k * B, (k + 1) * B)), (
                 "a block both dense and in the log"

@@ -256,11 +256,11 @@ class MatchLog:
     def sealed_in(self, key: int, k0: int, k1: int) -> list[int]:
         """The sealed blocks in ``[k0, k1]`` that may hold ``key``'s pairs, ascending:
         ``sealed_blocks_of``'s, else every sealed block there from the key's first on.
-        O(64), else O(sealed blocks)."""
+        O(64), else O(k1 - k0)."""
         ks = self.sealed_blocks_of(key, k0, k1)
         if ks is None:
-            k0 = max(k0, self.first_block(key))
-            ks = sorted(k for k in self._sealed if k0 <= k <= k1)
+            sealed = self._sealed
+            ks = [k for k in range(max(k0, self.first_block(key)), k1 + 1) if k in sealed]
         return ks
 
     def blocks(self) -> list[int]:
