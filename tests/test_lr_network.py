@@ -246,7 +246,7 @@ def test_a_restored_snapshot_runs_on_as_the_network_did() -> None:
     cap = len(net._last_seg)
     parts = net.snapshot()
     frozen = b"".join(bytes(memoryview(p).cast("B")) for p in parts)
-    old = pickle.dumps({k: v for k, v in net.__dict__.items() if k != "_shadow"})
+    old = pickle.dumps({k: v for k, v in net.__dict__.items() if not k.startswith("_shadow")})
     ahead = [net.process(batch) for batch in seconds[400:]]
     assert len(net._last_seg) > cap  # it grew after the snapshot
     assert b"".join(bytes(memoryview(p).cast("B")) for p in parts) == frozen
@@ -262,3 +262,32 @@ def test_a_restored_snapshot_runs_on_as_the_network_did() -> None:
     more = _crowd(960, 3000, seed=6)[900:]
     for batch in more:
         _same_outputs(again.process(batch), net.process(batch))
+
+
+def test_a_snapshot_after_the_arrays_grew_copies_into_memory_touched_before() -> None:
+    """The vehicle arrays' growth prepares the next snapshot's copies at the new length,
+    off the caller's thread: the snapshot then copies into them and allocates none (memory
+    touched the first time is what made a checkpoint hold the engine ~80 ms)."""
+    from psoup.linear_road.network import _VEHICLE_ARRAYS
+
+    net = TollNetwork()
+    seconds = _crowd(700, 3000, seed=7)
+    for batch in seconds[:200]:
+        net.process(batch)
+    net.snapshot()
+    cap = len(net._last_seg)
+    for batch in seconds[200:]:
+        net.process(batch)
+    assert len(net._last_seg) > cap  # grew since the snapshot
+    net._shadow_ready.join()
+    ready = {name: net._shadow[name] for name in _VEHICLE_ARRAYS}
+    assert all(len(ready[name]) >= len(getattr(net, name)) for name in _VEHICLE_ARRAYS)
+    parts = net.snapshot()[2:]
+    for name, part in zip(_VEHICLE_ARRAYS, parts, strict=True):
+        assert part.base is ready[name] or part is ready[name], name
+        assert net._shadow[name] is ready[name], name
+    back = TollNetwork()
+    back.restore(b"".join(bytes(memoryview(p).cast("B")) for p in net.snapshot()))
+    for name in _VEHICLE_ARRAYS:
+        n = len(net._vids) if name != "_slot_of" else len(net._slot_of)
+        assert np.array_equal(getattr(back, name)[:n], getattr(net, name)[:n]), name

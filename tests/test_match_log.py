@@ -138,3 +138,32 @@ def test_a_blocks_pairs_sort_by_key_then_seq(block_rows, k, keys, data) -> None:
     want = sorted(zip(keys, (ss.tolist()), strict=True))
     assert got_k.dtype == got_s.dtype == np.int64
     assert list(zip(got_k.tolist(), got_s.tolist(), strict=True)) == want
+
+
+def test_a_columns_read_visits_only_its_windows_blocks() -> None:
+    """A column read once, then again after many blocks were sealed, with a short window:
+    the log is asked for the window's blocks only (its kept copy is not brought up to
+    date outside the window), with the masks able to tell (span <= 64) and not."""
+    from results.columns import Modes, SelectionColumn
+
+    for blocks in (40, 200):
+        log = MatchLog(B)
+        col = SelectionColumn(1, B, log, {}, Modes())
+        asked: list[int] = []
+        read = log.rows_in
+
+        def spy(key, ks, s, e, read=read, asked=asked):
+            asked.extend(ks)
+            return read(key, ks, s, e)
+
+        log.rows_in = spy
+        col.mark_seqs(np.array([0, 1], dtype=np.int64))
+        col.mark_seqs(np.array([B], dtype=np.int64))  # seals block 0
+        assert col.rows(0, 2 * B).tolist() == [0, 1, B]
+        for k in range(2, blocks):
+            col.mark_seqs(np.array([k * B + 1], dtype=np.int64))
+        asked.clear()
+        s = (blocks - 3) * B
+        assert col.rows(s, blocks * B).tolist() == [k * B + 1 for k in range(blocks - 3, blocks)]
+        assert asked and min(asked) >= blocks - 3, (blocks, sorted(set(asked))[:5])
+        col._check()
