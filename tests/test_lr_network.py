@@ -291,3 +291,26 @@ def test_a_snapshot_after_the_arrays_grew_copies_into_memory_touched_before() ->
     for name in _VEHICLE_ARRAYS:
         n = len(net._vids) if name != "_slot_of" else len(net._slot_of)
         assert np.array_equal(getattr(back, name)[:n], getattr(net, name)[:n]), name
+
+
+def test_the_vehicle_arrays_grow_into_arrays_made_ahead() -> None:
+    """Three quarters full, the per-slot arrays' next, longer ones are made in a thread
+    of their own; the growth then copies into them (no fresh memory under the caller's
+    lock), and the network answers as one that grew the plain way."""
+    from psoup.linear_road import network
+
+    net, plain = TollNetwork(), TollNetwork()
+    plain._ahead = lambda names, n: None  # grows the plain way: a new array each time
+    seconds = _crowd(900, 3000, seed=8)
+    grew = 0
+    for batch in seconds:
+        cap = len(net._last_seg)
+        if net._shadow_ahead is not None:
+            net._shadow_ahead.join()  # made before the batch that needs them
+        spare = dict(net._shadow_spare)
+        _same_outputs(net.process(batch), plain.process(batch))
+        if len(net._last_seg) > cap and "_last_seg" in spare:
+            grew += 1
+            for name in network._SLOT_ARRAYS:
+                assert getattr(net, name) is spare[name], name
+    assert grew >= 2
