@@ -235,6 +235,7 @@ class SelectionColumn:
         k0, k1 = s // B, (e - 1) // B
         logged = self._logged(s, e)
         out = []
+        viewed = False  # a part may be a view of the column's kept copy: copied out
         dense = self._blocks
         if dense:
             if k1 - k0 < len(dense):
@@ -248,14 +249,17 @@ class SelectionColumn:
                     cut = int(logged.searchsorted(lo))
                     if cut > at:
                         out.append(logged[at:cut])
+                        viewed = True
                     at = cut
                 found = self._dense_bits(lo, hi)
                 if len(found):
                     out.append(found)
             if at < len(logged):
                 out.append(logged[at:] if at else logged)
+                viewed = True
         elif len(logged):
             out.append(logged)
+            viewed = True
         bf = self._backfill
         if len(bf) and bf[0] < e and bf[-1] >= s:
             out.append(bf[np.searchsorted(bf, s) : np.searchsorted(bf, e)])
@@ -264,7 +268,9 @@ class SelectionColumn:
             return merged
         if not out:
             return _EMPTY
-        return out[0].copy() if len(out) == 1 else np.concatenate(out)
+        if len(out) > 1:
+            return np.concatenate(out)
+        return out[0].copy() if viewed else out[0]  # a dense run's seqs are fresh already
 
     def _dense_bits(self, s: int, e: int) -> np.ndarray:
         """The set bits' seqs in ``[s, e)``, every block of which is dense: the blocks'

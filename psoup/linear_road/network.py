@@ -112,9 +112,8 @@ class TollNetwork:
         self._accidents: list[_Accident] = []
         self._shadow: dict[str, np.ndarray] = {}  # the arrays' copies of the last snapshot
         self._shadow_ready: threading.Thread | None = None  # the last ``_prefault``
-        # Longer arrays made ahead for the next growth (``_ahead``), and being made.
+        # Longer arrays made ahead for the next growth (``_ahead``), and its last thread.
         self._shadow_spare: dict[str, np.ndarray] = {}
-        self._shadow_making: set[str] = set()
         self._shadow_ahead: threading.Thread | None = None
 
     # -- vehicles -----------------------------------------------------------------------
@@ -160,43 +159,42 @@ class TollNetwork:
 
     def _ahead(self, names: tuple[str, ...], n: int) -> None:
         """Make the next, ``n`` long arrays of ``names`` for ``_longer`` (filled) in a
-        thread of its own (numpy fills with the interpreter lock released), unless they
-        are made or being made: called once the arrays are three quarters full."""
-        todo = [(name, getattr(self, name)) for name in names
-                if name not in self._shadow_spare and name not in self._shadow_making]  # fmt: skip
-        if not todo:
+        thread of its own, unless they are made or being made: called once the arrays
+        are three quarters full."""
+        if self._shadow_ahead is not None and self._shadow_ahead.is_alive():
             return
-        self._shadow_making.update(name for name, _ in todo)
-
-        def make() -> None:
-            for name, a in todo:
-                self._shadow_spare[name] = np.full((n, *a.shape[1:]), _FILLS[name], a.dtype)
-                self._shadow_making.discard(name)
-
-        self._shadow_ahead = threading.Thread(target=make, name="psoup-lr-ahead", daemon=True)
-        self._shadow_ahead.start()
+        todo = {name: n for name in names if len(self._shadow_spare.get(name, ())) < n}
+        if todo:
+            self._shadow_ahead = self._filled_in_thread(self._shadow_spare, todo, _FILLS)
 
     def _prefault(self, sizes: dict[str, int]) -> None:
         """Have the next snapshot's copies of the arrays ``sizes`` names ready at those
-        lengths, their memory touched in a thread of its own (numpy fills a large array
-        with the interpreter lock released). Memory touched the first time is slow here,
-        and a snapshot copies under the engine lock: the one after the arrays doubled to
-        a million vehicles held Linear Road's front-end 69-97 ms, against 5-15 for the
-        others (durable L = 40 and 44, stop 37). A copy is installed only once touched
-        and never replaces a longer one, so a snapshot meanwhile uses the old one or
-        makes its own."""
+        lengths, their memory touched in a thread of its own. A snapshot copies under
+        the engine lock: the one after the arrays doubled to a million vehicles held
+        Linear Road's front-end 69-97 ms copying into fresh memory, against 5-15 for the
+        others (durable L = 40 and 44, stop 37)."""
+        self._shadow_ready = self._filled_in_thread(self._shadow, sizes, {})
+
+    def _filled_in_thread(
+        self, into: dict[str, np.ndarray], sizes: dict[str, int], fills: dict[str, int]
+    ) -> threading.Thread:
+        """Started: a thread that makes an array for each of ``sizes``' names, as long
+        as given and shaped and typed as the network's own, filled with ``fills[name]``
+        (0 if absent), and puts it in ``into`` unless a longer one is there. numpy fills
+        with the interpreter lock released, and memory touched the first time is slow
+        here: the caller's thread, which holds the engine lock, is spared both. An array
+        is put in only once filled, so a caller that comes first makes its own."""
         specs = [(name, n, getattr(self, name)) for name, n in sizes.items()]
 
-        def touch() -> None:
+        def make() -> None:
             for name, n, a in specs:
-                buf = np.empty((n, *a.shape[1:]), dtype=a.dtype)
-                buf.fill(0)
-                old = self._shadow.get(name)
-                if old is None or len(old) < n:
-                    self._shadow[name] = buf
+                buf = np.full((n, *a.shape[1:]), fills.get(name, 0), dtype=a.dtype)
+                if len(into.get(name, ())) < n:
+                    into[name] = buf
 
-        self._shadow_ready = threading.Thread(target=touch, name="psoup-lr-prefault", daemon=True)
-        self._shadow_ready.start()
+        thread = threading.Thread(target=make, name="psoup-lr-ahead", daemon=True)
+        thread.start()
+        return thread
 
     # -- minutes ------------------------------------------------------------------------
     def _key(self, xway: np.ndarray, direction: np.ndarray, seg: np.ndarray) -> np.ndarray:
