@@ -13,13 +13,15 @@ A column starts sparse. When it matches more than B/64 rows of a block (where th
 becomes the smaller), its next blocks go dense; a dense block that ends with B/64 matches
 or fewer sends the next block back to the log. Expiry drops whole blocks.
 
-A column read keeps a copy of its seqs in the log's sealed blocks of a range of blocks
-that holds its window (sealed blocks do not change: a merge into one, rare, or a
-compaction changes the log's ``epoch`` and the copy is made anew). The next read extends
-it with the window's blocks sealed since, each read from the log once, so a window's log
-part is a binary search in one array, not one per block; no read visits a block outside
-its window. It costs 8 bytes per logged match of a column that has been read, within its
-windows (the prefix before the window is dropped once it is the larger part).
+A column read keeps a copy of its seqs within the windows it read. Rows are marked once,
+in seq order, before any read reaches them, so the copy stays true; the next read
+extends it with the rows stored since, each read once, whether from a bitmap or the log
+(a log merge or compaction, the log's ``epoch``, has it made anew). So a read is a binary
+search in one array plus the rows that came since, not one unpack or search per block,
+and no read visits a block outside its window. It costs 8 bytes per match of a column
+that has been read, within its windows (the prefix before the window is dropped once it
+is the larger part): 64 times a dense block's bitmap at full density, as much as the
+log's pairs when sparse.
 
 A ``JoinColumn`` keeps the result pairs of a two-source query ordered by the older base
 tuple's timestamp (seeds/002 lines 1899-1909), in a ``SortedList``.
@@ -90,8 +92,8 @@ class SelectionColumn:
         self.log = log
         modes.set(key, False)
         self._blocks: dict[int, bitarray] = {}
-        # (log epoch, first block, last block, seqs): the column's pairs in the log's
-        # sealed blocks of that range, kept from the last read (``_sealed_rows``).
+        # (log epoch, first seq, end seq, seqs): the column's seqs in that range, kept
+        # from the last read (``_kept``).
         self._cache: tuple[int, int, int, np.ndarray] | None = None
         # Sparse matches found at registration in blocks the log had already sealed.
         self._backfill = _EMPTY
@@ -219,58 +221,65 @@ class SelectionColumn:
             yield k, max(s - base, 0), min(e - base, B), dense.get(k)
 
     def rows(self, s: int, e: int) -> np.ndarray:
-        """Ascending matched seqs in ``[s, e)``.
+        """Ascending matched seqs in ``[s, e)``, a fresh array. Every row before ``e``
+        must have been marked (the engine marks a batch before any read sees it).
 
-        The log's part is a slice of the column's copy of its sealed pairs
-        (``_sealed_rows``: O(log m), brought up to date with the blocks sealed since,
-        each read from the log once) and the open block's pairs when it holds the key.
-        The dense blocks are read as bitmaps, a run of consecutive dense blocks as one
-        (when ``block_rows`` is a multiple of 8, so their bytes join without a seam): one
-        unpack and one scan per run, O(bits/8) in C. O(window blocks) Python steps at
-        most, nothing outside the window.
+        A slice of the column's copy of its seqs (``_kept``: brought up to date with the
+        rows stored since the last read, each read once). O(log m + result) when no row
+        came since; else plus the new rows' blocks: O(their bits/8) in C when dense, a
+        binary search per sealed log block and a scan of the open block's pairs when it
+        holds the key. Nothing outside the window is visited.
         """
         if s >= e:
             return _EMPTY
-        B = self.block_rows
-        k0, k1 = s // B, (e - 1) // B
-        logged = self._logged(s, e)
-        out = []
-        viewed = False  # a part may be a view of the column's kept copy: copied out
-        dense = self._blocks
-        if dense:
-            if k1 - k0 < len(dense):
-                ks = [k for k in range(k0, k1 + 1) if k in dense]
-            else:
-                ks = sorted(k for k in dense if k0 <= k <= k1)
-            at = 0  # the logged seqs before each dense run go before it
-            for a, z in self._runs(ks):
-                lo, hi = max(s, a * B), min(e, (z + 1) * B)
-                if len(logged):
-                    cut = int(logged.searchsorted(lo))
-                    if cut > at:
-                        out.append(logged[at:cut])
-                        viewed = True
-                    at = cut
-                found = self._dense_bits(lo, hi)
-                if len(found):
-                    out.append(found)
-            if at < len(logged):
-                out.append(logged[at:] if at else logged)
-                viewed = True
-        elif len(logged):
-            out.append(logged)
-            viewed = True
+        kept = self._kept(s, e)
+        a, z = kept.searchsorted((s, e)).tolist() if len(kept) else (0, 0)
+        part = kept[a:z]
         bf = self._backfill
         if len(bf) and bf[0] < e and bf[-1] >= s:
-            out.append(bf[np.searchsorted(bf, s) : np.searchsorted(bf, e)])
-            merged = np.concatenate(out)
+            merged = np.concatenate((part, bf[np.searchsorted(bf, s) : np.searchsorted(bf, e)]))
             merged.sort()
             return merged
+        return part.copy() if len(part) else _EMPTY  # the kept copy is never lent out
+
+    def _read(self, s: int, e: int) -> np.ndarray:
+        """The column's seqs in ``[s, e)`` as its blocks stand, ascending: each run of
+        consecutive dense blocks unpacked once, the log's blocks between them read in
+        one call. O(blocks that may hold matches + their bits/8 + matches) in C."""
+        if s >= e:
+            return _EMPTY
+        B = self.block_rows
+        dense = self._blocks
+        log = self.log
+        out: list[np.ndarray] = []
+        logged: list[int] = []
+        run: list[int] = []  # [first, last] of a run of dense blocks
+
+        def flush() -> None:
+            if logged:
+                out.extend(log.rows_in(self.key, logged, s, e))
+                logged.clear()
+            if run:
+                found = self._dense_bits(max(s, run[0] * B), min(e, (run[1] + 1) * B))
+                if len(found):
+                    out.append(found)
+                run.clear()
+
+        for k in self._block_numbers(s // B, (e - 1) // B):
+            if k in dense:
+                if run and run[1] == k - 1 and not B % 8:  # bytes join without a seam
+                    run[1] = k
+                else:
+                    flush()
+                    run[:] = [k, k]
+            else:
+                if run:
+                    flush()
+                logged.append(k)
+        flush()
         if not out:
             return _EMPTY
-        if len(out) > 1:
-            return np.concatenate(out)
-        return out[0].copy() if viewed else out[0]  # a dense run's seqs are fresh already
+        return np.concatenate(out) if len(out) > 1 else out[0]
 
     def _dense_bits(self, s: int, e: int) -> np.ndarray:
         """The set bits' seqs in ``[s, e)``, every block of which is dense: the blocks'
@@ -289,65 +298,30 @@ class SelectionColumn:
         found += s
         return found
 
-    def _runs(self, ks: list[int]) -> list[tuple[int, int]]:
-        """``ks`` (ascending block numbers) as runs ``(first, last)`` of consecutive ones,
-        each block its own run when ``block_rows`` is not a multiple of 8 (their bytes
-        would not join without a seam). O(len(ks))."""
-        if not ks:
-            return []
-        if self.block_rows % 8:
-            return [(k, k) for k in ks]
-        runs = []
-        a = z = ks[0]
-        for k in ks[1:]:
-            if k != z + 1:
-                runs.append((a, z))
-                a = k
-            z = k
-        runs.append((a, z))
-        return runs
-
-    def _logged(self, s: int, e: int) -> np.ndarray:
-        """The column's seqs in the log within ``[s, e)``, ascending (a view when only
-        sealed blocks hold them). O(log m) plus the open block's scan when it holds the
-        key, plus the window's sealed blocks not read before, once."""
-        B = self.block_rows
-        rows = self._sealed_rows(s // B, (e - 1) // B)
-        a, z = rows.searchsorted((s, e)).tolist() if len(rows) else (0, 0)
-        part = rows[a:z]
+    def _kept(self, s: int, e: int) -> np.ndarray:
+        """The column's seqs in ``[first, upto)``, a range that holds ``[s, e)``,
+        ascending: a copy the column keeps (the caller must not write to it). Rows are
+        marked once, in seq order, before any read reaches them, so what the copy holds
+        never changes but by a log merge or compaction (the log's ``epoch``: the copy is
+        made anew). Extended with ``[upto, e)`` (each row read once); made anew from
+        ``s`` when ``s`` is outside it; its prefix before ``s`` dropped once it is the
+        larger part. O(log m + rows not read before) and 8 bytes per match kept, within
+        the windows read."""
         log = self.log
-        ob = log.open_block
-        if ob >= 0 and s < (ob + 1) * B and e > ob * B and log.open_has(self.key):
-            fresh = log.rows_in(self.key, [ob], s, e)
-            if fresh:
-                return np.concatenate((part, fresh[0])) if len(part) else fresh[0]
-        return part
-
-    def _sealed_rows(self, k0: int, k1: int) -> np.ndarray:
-        """The column's seqs in the log's sealed blocks ``first`` to ``upto``, a range
-        that holds ``[k0, k1]``'s, ascending: a copy the column keeps. Extended with the
-        window's blocks sealed since (each read from the log once); made anew from
-        ``k0`` when the log's sealed pairs changed (``epoch``) or the window is not next
-        to it; its prefix before ``k0`` dropped once it is the larger part. Never reads
-        a block outside the window: O(1) when nothing was sealed since, else O(window
-        blocks not read before)."""
-        log = self.log
-        B = self.block_rows
-        k1 = min(k1, log.newest)
         cache = self._cache
-        if cache is None or cache[0] != log.epoch or not cache[1] <= k0 <= cache[2] + 1:
-            first, upto, rows = k0, k0 - 1, _EMPTY
+        if cache is None or cache[0] != log.epoch or not cache[1] <= s <= cache[2]:
+            first, upto, rows = s, s, _EMPTY
         else:
             _, first, upto, rows = cache
-        if k1 > upto:
-            parts = log.rows_in(self.key, log.sealed_in(self.key, upto + 1, k1), 0, _END)
-            if parts:
-                rows = np.concatenate((rows, *parts)) if len(rows) else np.concatenate(parts)
-            upto = k1
-        if k0 > first and len(rows) and rows[0] < k0 * B:
-            cut = int(rows.searchsorted(k0 * B))
+        if e > upto:
+            fresh = self._read(upto, e)
+            if len(fresh):
+                rows = np.concatenate((rows, fresh)) if len(rows) else fresh
+            upto = e
+        if s > first and len(rows) and rows[0] < s:
+            cut = int(rows.searchsorted(s))
             if 2 * cut >= len(rows):
-                rows, first = rows[cut:].copy(), k0
+                rows, first = rows[cut:].copy(), s
         self._cache = (log.epoch, first, upto, rows)
         return rows
 
@@ -402,13 +376,13 @@ class SelectionColumn:
             assert k not in self._blocks, "a block both backfilled and dense"
         B = self.block_rows
         cache = self._cache
-        if cache is not None and cache[0] == self.log.epoch:  # the copy is the log's pairs
+        if cache is not None and cache[0] == self.log.epoch:  # the copy is the rows' seqs
             _, first, upto, rows = cache
-            parts = self.log.rows_in(self.key, self.log.sealed_in(self.key, first, upto), 0, _END)
-            floor = max(first, self.log.floor) * B
-            want = np.concatenate(parts) if parts else _EMPTY
-            assert np.array_equal(rows[rows >= floor], want[want >= floor]), "stale copy"
-            assert not len(rows) or rows[-1] < (upto + 1) * B
+            floor = max(first, self.log.floor * B)
+            want = self._read(floor, upto)
+            assert np.array_equal(rows[rows >= floor], want), "stale copy"
+            assert np.all(rows[1:] > rows[:-1]), "copy not strictly ascending"
+            assert not len(rows) or (rows[0] >= first and rows[-1] < upto)
         for k in self._blocks:  # a block lives wholly in its bitmap or wholly in the log
             assert not len(self.log.rows(self.key, k, k * B, (k + 1) * B)), (
                 "a block both dense and in the log"
