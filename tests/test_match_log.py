@@ -167,3 +167,47 @@ def test_a_columns_read_visits_only_its_windows_blocks() -> None:
         assert col.rows(s, blocks * B).tolist() == [k * B + 1 for k in range(blocks - 3, blocks)]
         assert asked and min(asked) >= blocks - 3, (blocks, sorted(set(asked))[:5])
         col._check()
+
+
+def test_a_columns_read_reads_only_the_rows_stored_since_its_last() -> None:
+    """A column read, read again with no new row, then again after more rows (sparse
+    first, then dense): the second read reads nothing, the third only the new rows, and
+    each answer is the brute-force one."""
+    from results.columns import Modes, SelectionColumn
+
+    bb = 16  # a multiple of 8, so dense blocks join
+    read_ranges: list[tuple[int, int]] = []
+
+    class Spied(SelectionColumn):
+        def _read(self, s: int, e: int) -> np.ndarray:
+            read_ranges.append((s, e))
+            return super()._read(s, e)
+
+    log = MatchLog(bb)
+    col = Spied(1, bb, log, {}, Modes())
+    rng = np.random.default_rng(3)
+    marked: list[int] = []
+    end = 0
+
+    def store(rows: int, dense: bool) -> None:
+        nonlocal end
+        col.dense = dense
+        seqs = np.flatnonzero(rng.random(rows) < 0.4) + end
+        col.mark_seqs(seqs.astype(np.int64))
+        marked.extend(seqs.tolist())
+        end += rows
+
+    def window(s: int) -> list[int]:
+        return [q for q in marked if s <= q < end]
+
+    store(3 * bb + 5, dense=False)
+    assert col.rows(4, end).tolist() == window(4)
+    assert read_ranges == [(4, end)]
+    assert col.rows(4, end).tolist() == window(4)
+    assert read_ranges == [(4, end)], "a read with no new row read again"
+    before = end
+    store(2 * bb - 5, dense=False)  # the rest of the open block, then a new one
+    store(2 * bb, dense=True)  # (a column changes layout only between blocks)
+    assert col.rows(bb, end).tolist() == window(bb)
+    assert read_ranges[1:] == [(before, end)], "a read read more than the rows stored since"
+    col._check()
