@@ -20,8 +20,10 @@ extends it with the rows stored since, each read once, whether from a bitmap or 
 search in one array plus the rows that came since, not one unpack or search per block,
 and no read visits a block outside its window. It costs 8 bytes per match of a column
 that has been read, within its windows (the prefix before the window is dropped once it
-is the larger part): 64 times a dense block's bitmap at full density, as much as the
-log's pairs when sparse.
+is the larger part): up to 64 times a dense block's bitmap, half the log's pairs when
+sparse. So the copies of one Results Structure share a byte budget (``KeptCopies``, 64
+MiB by default): past it the least recently read are dropped, and their next read
+reads its window anew.
 
 A ``JoinColumn`` keeps the result pairs of a two-source query ordered by the older base
 tuple's timestamp (seeds/002 lines 1899-1909), in a ``SortedList``.
@@ -30,6 +32,7 @@ tuple's timestamp (seeds/002 lines 1899-1909), in a ``SortedList``.
 from __future__ import annotations
 
 import bisect
+from collections import OrderedDict
 
 import numpy as np
 from bitarray import bitarray
@@ -62,6 +65,48 @@ class Modes:
         return out
 
 
+class KeptCopies:
+    """The byte budget of the columns' kept copies of what they read (``SelectionColumn
+    ._kept``), shared by the columns of one Results Structure: when the copies exceed
+    it, the least recently read are dropped (their next read reads its window anew).
+    A copy of at most ``small`` seqs is not counted: it costs no more than its column's
+    own bookkeeping, and a million vehicles' queries then need no entry each here.
+    O(1) per read."""
+
+    def __init__(self, budget_bytes: int = 64 << 20, small: int = 64):
+        self.budget = budget_bytes
+        self.small = small
+        self.nbytes = 0
+        self._lru: OrderedDict[SelectionColumn, int] = OrderedDict()
+
+    def note(self, col: SelectionColumn, nbytes: int) -> None:
+        """``col`` was read and its copy now holds ``nbytes``; drop the least recently
+        read copies while the counted ones exceed the budget. O(1) amortised."""
+        lru = self._lru
+        old = lru.pop(col, None)
+        if old is None and nbytes <= 8 * self.small:
+            return
+        self.nbytes += nbytes - (old or 0)
+        lru[col] = nbytes
+        while self.nbytes > self.budget and len(lru) > 1:
+            victim, size = lru.popitem(last=False)
+            victim._cache = None
+            self.nbytes -= size
+
+    def forget(self, col: SelectionColumn) -> None:
+        """``col`` dropped its copy (or is dropped). O(1)."""
+        size = self._lru.pop(col, None)
+        if size is not None:
+            self.nbytes -= size
+
+    def _check(self) -> None:
+        """The counted bytes are the counted copies' (for tests)."""
+        assert self.nbytes == sum(self._lru.values()), "kept bytes miscounted"
+        assert self.nbytes <= self.budget or len(self._lru) <= 1, "over the budget"
+        for col, size in self._lru.items():
+            assert col._cache is not None and col._cache[3].nbytes == size, "stale entry"
+
+
 class SelectionColumn:
     """Matched seqs of one query over one stream.
 
@@ -74,6 +119,7 @@ class SelectionColumn:
         "_backfill",
         "_blocks",
         "_cache",
+        "_copies",
         "_modes",
         "_registry",
         "block_rows",
@@ -83,9 +129,16 @@ class SelectionColumn:
     )
 
     def __init__(
-        self, key: int, block_rows: int, log: MatchLog, registry: dict[int, set], modes: Modes
+        self,
+        key: int,
+        block_rows: int,
+        log: MatchLog,
+        registry: dict[int, set],
+        modes: Modes,
+        copies: KeptCopies | None = None,
     ):
         self.key = key
+        self._copies = KeptCopies() if copies is None else copies
         self._modes = modes
         self.block_rows = block_rows
         self.threshold = max(1, block_rows // 64)
@@ -306,7 +359,7 @@ class SelectionColumn:
         made anew). Extended with ``[upto, e)`` (each row read once); made anew from
         ``s`` when ``s`` is outside it; its prefix before ``s`` dropped once it is the
         larger part. O(log m + rows not read before) and 8 bytes per match kept, within
-        the windows read."""
+        the windows read, under the structure's budget (``KeptCopies``)."""
         log = self.log
         cache = self._cache
         if cache is None or cache[0] != log.epoch or not cache[1] <= s <= cache[2]:
@@ -323,6 +376,7 @@ class SelectionColumn:
             if 2 * cut >= len(rows):
                 rows, first = rows[cut:].copy(), s
         self._cache = (log.epoch, first, upto, rows)
+        self._copies.note(self, rows.nbytes)
         return rows
 
     def count(self, s: int, e: int) -> int:
@@ -356,6 +410,7 @@ class SelectionColumn:
         self._blocks.clear()
         self._backfill = _EMPTY
         self._cache = None
+        self._copies.forget(self)
         self.log.forget(self.key)
 
     def layout_counts(self) -> tuple[int, int]:

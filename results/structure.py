@@ -22,15 +22,17 @@ from __future__ import annotations
 import numpy as np
 from bitarray import bitarray
 
-from results.columns import JoinColumn, Modes, SelectionColumn
+from results.columns import JoinColumn, KeptCopies, Modes, SelectionColumn
 from results.match_log import MatchLog
 
 
 class ResultsStructure:
     """Columns keyed by int, grouped by the stream they range over."""
 
-    def __init__(self, block_rows: int = 4096):
+    def __init__(self, block_rows: int = 4096, kept_bytes: int = 64 << 20):
         self.block_rows = block_rows
+        # The selection columns' copies of what they read, under one budget.
+        self.kept = KeptCopies(kept_bytes)
         self._threshold = max(1, block_rows // 64)
         self.modes = Modes()  # key -> column in dense mode
         self.selections = Modes()  # key -> has a selection column
@@ -69,8 +71,9 @@ class ResultsStructure:
         """A new empty column under ``key`` over ``stream``. O(1)."""
         log = self._log(stream)
         col = SelectionColumn(
-            key, self.block_rows, log, self._registry.setdefault(stream, {}), self.modes
-        )
+            key, self.block_rows, log, self._registry.setdefault(stream, {}), self.modes,
+            self.kept,
+        )  # fmt: skip
         self._groups[stream][key] = col
         self.selections.set(key, True)
         return col
@@ -314,3 +317,4 @@ class ResultsStructure:
                     assert k in col._blocks, "registry names a block the column lacks"
             if stream in self._logs:
                 self._logs[stream]._check()
+        self.kept._check()

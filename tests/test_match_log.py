@@ -211,3 +211,26 @@ def test_a_columns_read_reads_only_the_rows_stored_since_its_last() -> None:
     assert col.rows(bb, end).tolist() == window(bb)
     assert read_ranges[1:] == [(before, end)], "a read read more than the rows stored since"
     col._check()
+
+
+def test_the_least_recently_read_copy_goes_first_past_the_budget() -> None:
+    """Two dense columns under a budget that holds one copy: reading the second drops
+    the first's copy, whose next read reads its window anew and answers the same."""
+    from results.columns import KeptCopies, Modes, SelectionColumn
+
+    bb = 64
+    log = MatchLog(bb)
+    modes = Modes()
+    copies = KeptCopies(budget_bytes=8 * 150, small=0)
+    cols = [SelectionColumn(k, bb, log, {}, modes, copies) for k in (1, 2)]
+    for col in cols:
+        col.dense = True
+        col.mark_seqs(np.arange(0, 4 * bb, 2, dtype=np.int64))  # 128 seqs, 1,024 bytes
+    want = list(range(0, 4 * bb, 2))
+    assert cols[0].rows(0, 4 * bb).tolist() == want
+    assert cols[0]._cache is not None and copies.nbytes == 1024
+    assert cols[1].rows(0, 4 * bb).tolist() == want
+    assert cols[0]._cache is None and copies.nbytes == 1024, "the older copy stayed"
+    assert cols[0].rows(bb, 4 * bb).tolist() == want[bb // 2 :]
+    assert cols[1]._cache is None
+    copies._check()

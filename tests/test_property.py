@@ -134,6 +134,14 @@ class Runner:
             f"db = psoup.connect(strategy=STRATEGY, block_rows={program.block_rows}, "
             "segment_blocks=2)",
         ]
+        if program.block_rows % 2:
+            # Half the programs keep no column's copy of what it read past its next read
+            # by another column: every read but the latest column's reads its window anew.
+            for e in self.engines:
+                kept = getattr(getattr(e.db.strategy, "results", None), "kept", None)
+                if kept is not None:
+                    kept.budget = kept.small = 0
+            self.script.append("# results.kept.budget = results.kept.small = 0 (PSoup-P)")
 
     # -- reporting ----------------------------------------------------------------------
 
