@@ -150,7 +150,7 @@ class Result:
         one per column), made read-only in place: no copy, view or check. O(columns).
         ~2.7 µs less than the constructor, which an invoke of a few rows notices."""
         for a in arrays:
-            a.flags.writeable = False
+            a.setflags(write=False)  # half the cost of the flags attribute
         self = cls.__new__(cls)
         self.columns, self.types, self.now, self.window = columns, types, now, window
         self._arrays = tuple(arrays)

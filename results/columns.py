@@ -377,7 +377,7 @@ class SelectionColumn:
             if 2 * cut >= len(rows):
                 rows, first = rows[cut:].copy(), s
         if rows is not old:
-            rows.flags.writeable = False  # reads hand out views of it
+            rows.setflags(write=False)  # reads hand out views of it
         self._cache = (log.epoch, first, upto, rows)
         self._copies.note(self, rows.nbytes)
         return rows
