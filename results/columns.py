@@ -296,9 +296,11 @@ class SelectionColumn:
         return part  # read-only: the kept copy is never written, only replaced
 
     def _read(self, s: int, e: int) -> np.ndarray:
-        """The column's seqs in ``[s, e)`` as its blocks stand, ascending: each run of
-        consecutive dense blocks unpacked once, the log's blocks between them read in
-        one call. O(blocks that may hold matches + their bits/8 + matches) in C."""
+        """The column's seqs in ``[s, e)`` as its blocks stand, ascending, in an array of
+        their own (a view of the log's block would keep the block's pairs alive after
+        the log drops it): each run of consecutive dense blocks unpacked once, the log's
+        blocks between them read in one call. O(blocks that may hold matches + their
+        bits/8 + matches) in C."""
         if s >= e:
             return _EMPTY
         B = self.block_rows
@@ -307,11 +309,13 @@ class SelectionColumn:
         out: list[np.ndarray] = []
         logged: list[int] = []
         run: list[int] = []  # [first, last] of a run of dense blocks
+        run_only = [True]  # no part is a view of the log's arrays
 
         def flush() -> None:
             if logged:
                 out.extend(log.rows_in(self.key, logged, s, e))
                 logged.clear()
+                run_only[0] = False
             if run:
                 found = self._dense_bits(max(s, run[0] * B), min(e, (run[1] + 1) * B))
                 if len(found):
@@ -332,7 +336,9 @@ class SelectionColumn:
         flush()
         if not out:
             return _EMPTY
-        return np.concatenate(out) if len(out) > 1 else out[0]
+        if len(out) > 1:
+            return np.concatenate(out)
+        return out[0] if run_only[0] else out[0].copy()
 
     def _dense_bits(self, s: int, e: int) -> np.ndarray:
         """The set bits' seqs in ``[s, e)``, every block of which is dense: the blocks'

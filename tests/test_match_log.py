@@ -234,3 +234,19 @@ def test_the_least_recently_read_copy_goes_first_past_the_budget() -> None:
     assert cols[0].rows(bb, 4 * bb).tolist() == want[bb // 2 :]
     assert cols[1]._cache is None
     copies._check()
+
+
+def test_a_columns_copy_holds_no_view_of_the_logs_blocks() -> None:
+    """A copy read from one sealed log block is an array of its own: a view would keep
+    the block's pairs alive after the log drops it."""
+    from results.columns import Modes, SelectionColumn
+
+    log = MatchLog(B)
+    col = SelectionColumn(1, B, log, {}, Modes())
+    col.mark_seqs(np.array([0, 2], dtype=np.int64))
+    col.mark_seqs(np.array([B + 1], dtype=np.int64))  # seals block 0
+    assert col.rows(0, B).tolist() == [0, 2]
+    kept = col._cache[3]
+    assert not np.shares_memory(kept, log._sealed[0][1])
+    log.drop_below(1)
+    assert col.rows(B, 2 * B).tolist() == [B + 1]
