@@ -361,3 +361,29 @@ def test_a_state_written_in_parts_survives_short_writes(tmp_path: Path, monkeypa
     want = b"".join(bytes(memoryview(p).cast("B")) for p in parts)
     assert checkpoint._write_bytes(tmp_path / "f", parts) == len(want)
     assert (tmp_path / "f").read_bytes() == want
+
+
+def test_a_later_phase_starts_its_first_checkpoint_sooner(tmp_path: Path) -> None:
+    """Two data directories fed the same batches, checkpoints every ~24 KB of log: the one
+    with phase 0.5 captures its first checkpoint after about half the log the one with
+    phase 0 needs (how the shards of one server spread their checkpoints)."""
+    rows = 256
+    first_at = {}
+    for phase in (0.0, 0.5):
+        engine = Engine()
+        data = DataDir(tmp_path / str(phase), Sync("off"), checkpoint_bytes=24 * 1024,
+                       checkpoint_phase=phase)  # fmt: skip
+        data.recover(engine)
+        engine.create_stream("r", {"a": "int", "t": "int"}, time="t")
+        for k in range(40):
+            engine.insert_columns("r", {"a": np.arange(rows), "t": np.arange(rows) + k * rows})
+            if data.last_checkpoint is not None or data._writer is not None:
+                first_at[phase] = k
+                break
+        data.close()
+        engine.close()
+    # 24 KB of log is ~6 batches of 4 KB; the change that finds the log past the mark
+    # captures the image: batch 6 at phase 0 (after 6 records), 3 at phase 0.5.
+    assert set(first_at) == {0.0, 0.5}
+    assert first_at[0.5] < first_at[0.0]
+    assert abs(2 * (first_at[0.5] + 1) - (first_at[0.0] + 1)) <= 2, first_at

@@ -124,8 +124,10 @@ def _engine(config: ServerConfig):
     from psoup.shard.cluster import start_shards
     from psoup.shard.front import ShardedEngine
 
-    channels = start_shards(config.shards, config.data_dir, config.sync, config.strategy,
-                            config.ray_address)  # fmt: skip
+    channels = start_shards(
+        config.shards, config.data_dir, config.sync, config.strategy, config.ray_address,
+        checkpoint_bytes=config.checkpoint_bytes,
+    )  # fmt: skip
     return ShardedEngine(channels, strategy=config.strategy)
 
 

@@ -191,6 +191,9 @@ def start_shards(
             opts["lifetime"] = "detached"
         if placement is not None:
             opts.update(placement[k])
-        actor = actor_class.options(**opts).remote(k, where, sync, strategy, **engine_options)
+        # Shard k's checkpoints come k/n of a checkpoint's log apart from shard 0's.
+        actor = actor_class.options(**opts).remote(
+            k, where, sync, strategy, checkpoint_phase=k / n, **engine_options
+        )
         channels.append(Channel(k, RayTransport(actor)))
     return channels

@@ -52,6 +52,7 @@ class Shard:
         sync: str = "batch",
         strategy: str = "psoup-p",
         checkpoint_bytes: int | None = None,
+        checkpoint_phase: float = 0.0,
         freeze_heap_every: float = 1.0,
         **engine_options,
     ):
@@ -78,6 +79,7 @@ class Shard:
             self.data = DataDir(
                 data_dir, Sync.parse(sync), application=f"shard-{index}",
                 checkpoint_bytes=checkpoint_bytes or CHECKPOINT_BYTES,
+                checkpoint_phase=checkpoint_phase,
             )  # fmt: skip
             self.data.on_checkpoint = self._checkpointed
             self.recovered_records = self.data.recover(self.engine).records

@@ -125,11 +125,17 @@ class DataDir:
         wait_each: bool = False,
         application: str | None = None,
         checkpoint_bytes: int = CHECKPOINT_BYTES,
+        checkpoint_phase: float = 0.0,
     ):
         self.path = Path(path)
         self.sync = sync or Sync()
         self.wait_each = wait_each
         self.checkpoint_bytes = checkpoint_bytes
+        # The first checkpoint comes after (1 - phase) x checkpoint_bytes of log: the
+        # shards of one server take evenly spread phases, so that their checkpoints
+        # (each writing its share of the new rows while its log's fsyncs queue behind
+        # the writes) do not all fall on the same seconds.
+        self.checkpoint_phase = min(max(checkpoint_phase, 0.0), 1.0)
         self.checkpoints = self.path / "checkpoints"
         self.engine = None
         self._since = 0  # log bytes written since the last checkpoint was captured
@@ -183,6 +189,7 @@ class DataDir:
             n, last = n + 1, lsn
             self._since += len(payload)  # not in a checkpoint yet
         last = max(last, wal.last_lsn(self.wal_dir))
+        self._since += int(self.checkpoint_phase * self.checkpoint_bytes)
         self.log = Log(self.wal_dir, last + 1, self.sync)
         self.engine = engine
         engine.journal = self._journal
