@@ -309,13 +309,14 @@ class SelectionColumn:
         out: list[np.ndarray] = []
         logged: list[int] = []
         run: list[int] = []  # [first, last] of a run of dense blocks
-        run_only = [True]  # no part is a view of the log's arrays
+        viewed = False  # a part may be a view of the log's arrays
 
         def flush() -> None:
+            nonlocal viewed
             if logged:
                 out.extend(log.rows_in(self.key, logged, s, e))
                 logged.clear()
-                run_only[0] = False
+                viewed = True
             if run:
                 found = self._dense_bits(max(s, run[0] * B), min(e, (run[1] + 1) * B))
                 if len(found):
@@ -338,7 +339,7 @@ class SelectionColumn:
             return _EMPTY
         if len(out) > 1:
             return np.concatenate(out)
-        return out[0] if run_only[0] else out[0].copy()
+        return out[0].copy() if viewed else out[0]
 
     def _dense_bits(self, s: int, e: int) -> np.ndarray:
         """The set bits' seqs in ``[s, e)``, every block of which is dense: the blocks'

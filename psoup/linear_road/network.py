@@ -192,7 +192,7 @@ class TollNetwork:
                 if len(into.get(name, ())) < n:
                     into[name] = buf
 
-        thread = threading.Thread(target=make, name="psoup-lr-ahead", daemon=True)
+        thread = threading.Thread(target=make, name="psoup-lr-fill", daemon=True)
         thread.start()
         return thread
 
