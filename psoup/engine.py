@@ -104,6 +104,8 @@ class Query:
     read_at: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
     # The select items' positions in the stream, in output order (a plain selection).
     out_at: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
+    # What answers its invokes (Engine._reader), made on the first.
+    reader: Callable | None = field(default=None, repr=False, compare=False)
     # Its checkpoint catalog row as JSON, made by the first checkpoint that holds it
     # (QueryRows.encoded): the fields it is made of never change.
     catalog_json: str | None = field(default=None, repr=False, compare=False)
@@ -1126,36 +1128,104 @@ class Engine:
                 )
 
     def _evaluate(self, q: Query, now, parts: bool = False):
-        spec = q.spec
+        """``q``'s Result as of ``now`` (None: the current NOW); with ``parts``, what a
+        shard contributes instead (``invoke_parts``)."""
+        if not parts:
+            return (q.reader or self._reader(q))(now)
+        now, bounds = self._placed(q, now)
+        keys: list = []
+        if q.plan.is_join:
+            rows = self._invoke_join(q, bounds, keys=keys)
+        elif q.spec.is_aggregate:
+            rows = self._invoke_selection(q, bounds, keys=keys)
+        else:
+            cols = self._invoke_selection(q, bounds, keys=keys, columnar=True)
+            return now, bounds, tuple(cols), keys[0]
+        return now, bounds, rows, None if q.spec.is_aggregate else keys
+
+    def _placed(self, q: Query, now) -> tuple:
+        """``(now, window)``: NOW (the current one when ``now`` is None) and the window
+        it places, None when it cannot be placed. O(streams of q)."""
         if now is None:
             now = self._now(q)
-        bounds = spec.window.resolve(now)
-        if bounds is not None and not (
-            INT64_MIN <= bounds[0] <= INT64_MAX and INT64_MIN <= bounds[1] <= INT64_MAX
-        ):
-            # An int end past the 64-bit range selects as the range's own end does (every
-            # stored time is within it), and keeps the window sendable.
-            bounds = tuple(
-                min(max(b, INT64_MIN), INT64_MAX) if isinstance(b, int) else b for b in bounds
-            )
-        types = spec.types
-        if parts:
-            keys: list = []
-            if q.plan.is_join:
-                rows = self._invoke_join(q, bounds, keys=keys)
-            elif spec.is_aggregate:
-                rows = self._invoke_selection(q, bounds, keys=keys)
-            else:
-                cols = self._invoke_selection(q, bounds, keys=keys, columnar=True)
-                return now, bounds, tuple(cols), keys[0]
-            return now, bounds, rows, None if spec.is_aggregate else keys
+        return now, _clamped(q.spec.window.resolve(now))
+
+    def _reader(self, q: Query) -> Callable[[object], Result]:
+        """The function that answers ``q``'s invokes, given NOW (None: the current),
+        made on its first invoke and kept: a plain selection's steps bound once
+        (``_selection_reader``), else the general evaluation. O(1) after the first."""
+        if q.plan.is_join or q.spec.is_aggregate:
+            read = functools.partial(self._evaluate_whole, q)
+        else:
+            read = self._selection_reader(q)
+        q.reader = read
+        return read
+
+    def _evaluate_whole(self, q: Query, now) -> Result:
+        """A join's or an aggregate's Result as of ``now`` (None: the current NOW)."""
+        now, bounds = self._placed(q, now)
+        spec = q.spec
         if q.plan.is_join:
             out = self._invoke_join(q, bounds, columnar=True)
         else:
             out = self._invoke_selection(q, bounds, columnar=True)
         if spec.is_aggregate:
-            return Result(spec.columns, types, out, now, bounds)
-        return Result.of_owned_arrays(spec.columns, types, out, now, bounds)
+            return Result(spec.columns, spec.types, out, now, bounds)
+        return Result.of_owned_arrays(spec.columns, spec.types, out, now, bounds)
+
+    def _selection_reader(self, q: Query) -> Callable[[object], Result]:
+        """A plain one-stream selection's invoke as one function of NOW (None: the
+        current): what the general path decides at every call (the strategy, the
+        window's kinds, the output's positions) decided here, once. What may change
+        (the stream's store, the query's entry) is read at each call. The same steps
+        and costs as ``_invoke_selection``'s columnar path, with ~2 µs less Python."""
+        spec = q.spec
+        name = q.plan.streams[0]
+        st = self.streams[name]  # a stream outlives the queries that read it (drop_stream)
+        columns, types = spec.columns, spec.types
+        out_at = self._out_at(q, st)
+        begin, end = spec.window.begin, spec.window.end
+        b0, b1 = begin.value, end.value
+        at0, at1 = begin.kind == "now", end.kind == "now"
+        strat = self.strategy
+        local = q.plan.local[0] if isinstance(strat, NoMat) else None
+        keeps = isinstance(strat, PSoupC)
+        rows = strat.selection_rows
+        qid = q.qid
+        of_arrays = Result.of_owned_arrays
+
+        def read(now) -> Result:
+            if now is None:
+                now = st.last_ts
+            if now is None and (at0 or at1):
+                bounds, lo, hi, s, e = None, None, None, 0, 0
+            else:
+                lo = now + b0 if at0 else b0
+                hi = now + b1 if at1 else b1
+                bounds = (lo, hi)
+                if not (INT64_MIN <= lo <= INT64_MAX and INT64_MIN <= hi <= INT64_MAX):
+                    bounds = _clamped(bounds)
+                    lo, hi = bounds
+                if lo > hi:
+                    s = e = 0
+                else:
+                    s, e = st.stem.seq_range(lo, hi)
+                    visible = st.visible_from()
+                    if visible > s:
+                        s = visible
+            if local is not None:  # NoMat: run the query over the window
+                seqs = st.stem.probe(local, s, e) if s < e else _NO_SEQS
+            else:
+                entry = q.entries[0]
+                if keeps and (kept := strat.selection_arrays(entry, s, e)) is not None:
+                    # PSoup-C keeps a plain selection's output columns: its result is a
+                    # slice of each (views that never change), not a gather.
+                    return of_arrays(columns, types, kept, now, bounds)
+                seqs = rows(qid, entry, name, s, e, lo, hi) if s < e else _NO_SEQS
+            arrays = st.stem.gather_at(out_at, seqs, frozen=True)
+            return of_arrays(columns, types, arrays, now, bounds, frozen=True)
+
+        return read
 
     def _invoke_selection(
         self, q: Query, bounds, since: int = 0, keys: list | None = None, columnar: bool = False
@@ -1369,6 +1439,21 @@ class Engine:
             assert list(self._by_qid) == qids
             assert all(template_id(p.text) == t for t, p in self._templates.items())
             assert len(self._recent) <= self._RECENT_TEXTS
+
+
+_NO_SEQS = np.empty(0, np.int64)
+_NO_SEQS.setflags(write=False)
+
+
+def _clamped(bounds: tuple | None) -> tuple | None:
+    """A window's ``(lo, hi)`` with an int end past the 64-bit range set to the range's
+    own end, which selects the same rows (every stored time is within it) and keeps the
+    window sendable; floats and None as they are. O(1)."""
+    if bounds is None or (
+        INT64_MIN <= bounds[0] <= INT64_MAX and INT64_MIN <= bounds[1] <= INT64_MAX
+    ):
+        return bounds
+    return tuple(min(max(b, INT64_MIN), INT64_MAX) if isinstance(b, int) else b for b in bounds)
 
 
 def _unsorted(gather: Callable[[np.ndarray], np.ndarray], seqs: np.ndarray) -> np.ndarray:

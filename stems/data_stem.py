@@ -155,7 +155,7 @@ class _GatherPlan:
     which are rows of the chunks' matrices (``wide``, with their rows, and whether those
     are consecutive), and which are object columns stored per block (``narrow``)."""
 
-    __slots__ = ("dtypes", "narrow", "r0", "rows", "together", "viewed", "wide")
+    __slots__ = ("dtypes", "narrow", "plain", "rows", "span", "together", "viewed", "wide")
 
     def __init__(self, schema: Schema, row_of: dict[int, int], cols: tuple[int | None, ...]):
         names = schema.names
@@ -163,11 +163,14 @@ class _GatherPlan:
         self.rows = [len(row_of) if i is None else row_of.get(i) for i in cols]
         self.wide = [j for j, r in enumerate(self.rows) if r is not None]
         self.narrow = [j for j, r in enumerate(self.rows) if r is None]
-        self.r0 = self.rows[self.wide[0]] if self.wide else 0
+        r0 = self.rows[self.wide[0]] if self.wide else 0
         wide_rows = [self.rows[j] for j in self.wide]
-        self.together = wide_rows == list(range(self.r0, self.r0 + len(self.wide)))
+        self.together = wide_rows == list(range(r0, r0 + len(self.wide)))
+        self.span = slice(r0, r0 + len(self.wide))  # the chunk rows taken together
         # The matrices are int64: a float column is viewed as such, an int one is as is.
         self.viewed = [np.dtype(d) != np.int64 for d in self.dtypes]
+        # Every column an int64 row taken together: the take's rows are the answer.
+        self.plain = self.together and not self.narrow and not any(self.viewed)
 
 
 class DataSteM:
@@ -443,10 +446,14 @@ class DataSteM:
         """Global tuple ids at the given stored, ascending seqs."""
         return self._gather([None], seqs)[0]
 
-    def gather_at(self, positions: Sequence[int], seqs: np.ndarray) -> list[np.ndarray]:
+    def gather_at(
+        self, positions: Sequence[int], seqs: np.ndarray, frozen: bool = False
+    ) -> list[np.ndarray]:
         """The values of the attributes at ``positions`` (schema order numbers) at the
-        given stored, ascending seqs, one array each. As ``gather_many``."""
-        return self._gather(positions, seqs)
+        given stored, ascending seqs, one array each. As ``gather_many``. ``frozen``: the
+        arrays come read-only (an invoke's result), for one flag per gather, not one per
+        array."""
+        return self._gather(positions, seqs, frozen)
 
     def gather_many(self, attrs, seqs: np.ndarray) -> dict[str, np.ndarray]:
         """attr -> values at the given stored, ascending seqs, for each of ``attrs``.
@@ -483,7 +490,9 @@ class DataSteM:
             plan = self._plans[key] = _GatherPlan(self.schema, self._row_of, key)
         return plan
 
-    def _gather(self, cols: Sequence[int | None], seqs: np.ndarray) -> list[np.ndarray]:
+    def _gather(
+        self, cols: Sequence[int | None], seqs: np.ndarray, frozen: bool = False
+    ) -> list[np.ndarray]:
         plan = self._plan(cols)
         dtypes = plan.dtypes
         blocks = self._blocks
@@ -498,9 +507,17 @@ class DataSteM:
                 off = seq - b.first
                 for v, i in zip(vals, cols, strict=True):
                     v.append((b.tids if i is None else b.cols[i])[off])
-            return [np.array(v, dtype=d) for v, d in zip(vals, dtypes, strict=True)]
+            outs = [np.array(v, dtype=d) for v, d in zip(vals, dtypes, strict=True)]
+            if frozen:
+                for out in outs:
+                    out.setflags(write=False)
+            return outs
         if not len(seqs):
-            return [np.empty(0, dtype=d) for d in dtypes]
+            outs = [np.empty(0, dtype=d) for d in dtypes]
+            if frozen:
+                for out in outs:
+                    out.setflags(write=False)
+            return outs
         outs: list = [None] * len(cols)
         # The 8-byte columns as rows of the chunks' matrices: one take per chunk, of the
         # rows asked for when they are consecutive (else one per column), each into an
@@ -510,21 +527,34 @@ class DataSteM:
         wide = plan.wide
         if wide:
             rows, together, viewed = plan.rows, plan.together, plan.viewed
-            r0, r1 = plan.r0, plan.r0 + len(wide)
             CB = self.chunk_rows
-            parts: list[list[np.ndarray]] = [[] for _ in (wide if not together else (0,))]
-            for a, z, c in self._runs(seqs, CB):
+            c = int(seqs[0]) // CB
+            if c == int(seqs[-1]) // CB:
+                # One chunk (the usual window): its takes are the answer, with no join.
                 chunk = blocks[max(0, (c * CB - base) // B)].chunk
                 # (Not mode="wrap" on the seqs themselves: numpy wraps by repeated
                 # subtraction, one per chunk before this one.)
-                off = seqs[a:z] - c * CB if c else seqs[a:z]
+                off = seqs - c * CB if c else seqs
                 if together:
-                    parts[0].append(chunk[r0:r1].take(off, axis=1, mode="wrap"))
+                    joined = [chunk[plan.span].take(off, axis=1, mode="wrap")]
                 else:
-                    for part, j in zip(parts, wide, strict=True):
-                        part.append(chunk[rows[j]].take(off, mode="wrap"))
-            # One chunk (the usual case): its takes are the answer, with no join.
-            joined = [p[0] if len(p) == 1 else np.concatenate(p, axis=-1) for p in parts]
+                    joined = [chunk[rows[j]].take(off, mode="wrap") for j in wide]
+            else:
+                parts: list[list[np.ndarray]] = [[] for _ in (wide if not together else (0,))]
+                for a, z, c in self._runs(seqs, CB):
+                    chunk = blocks[max(0, (c * CB - base) // B)].chunk
+                    off = seqs[a:z] - c * CB if c else seqs[a:z]
+                    if together:
+                        parts[0].append(chunk[plan.span].take(off, axis=1, mode="wrap"))
+                    else:
+                        for part, j in zip(parts, wide, strict=True):
+                            part.append(chunk[rows[j]].take(off, mode="wrap"))
+                joined = [np.concatenate(p, axis=-1) for p in parts]
+            if frozen:  # a view of a read-only array is read-only: one flag per take
+                for m in joined:
+                    m.setflags(write=False)
+            if plan.plain:
+                return list(joined[0])  # the matrix's rows, in C (the usual SELECT)
             for k, j in enumerate(wide):
                 got = joined[0][k] if together else joined[k]
                 outs[j] = got.view(dtypes[j]) if viewed[j] else got
@@ -536,6 +566,9 @@ class DataSteM:
                 off = seqs[a:z] - b.first
                 for j in plan.narrow:
                     outs[j][a:z] = b.cols[cols[j]][off]
+            if frozen:
+                for j in plan.narrow:
+                    outs[j].setflags(write=False)
         return outs
 
     def row_values(self, seq: int) -> dict[str, object]:

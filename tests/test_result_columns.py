@@ -46,6 +46,42 @@ def test_arrays_hold_the_rows_typed(strategy: str) -> None:
         res.column("b")
 
 
+@pytest.mark.parametrize("strategy", ["psoup-p", "psoup-c", "nomat"])
+@pytest.mark.parametrize(
+    ("select", "window"),
+    [
+        ("*", 99),  # int64 columns only: the gather's matrix rows, frozen as one
+        ("t, a", 99),  # not in the stream's order: a take per column
+        ("a, x, s", 99),  # a float viewed from the int64 matrix and a str column
+        ("*", 2),  # a handful of rows, gathered value by value
+        ("*", 2000),  # over several storage chunks, joined
+    ],
+)
+def test_every_array_of_a_selection_result_is_read_only(
+    strategy: str, select: str, window: int
+) -> None:
+    db = psoup.connect(strategy=strategy, block_rows=8)  # 128-row storage chunks
+    db.create_stream("r", {"a": "int", "x": "float", "s": "str", "t": "int"}, time="t")
+    db.create_stream("n", {"a": "int", "b": "int", "t": "int"}, time="t")
+    n = 1000
+    a = np.arange(n) % 3
+    db.insert_columns("n", {"a": a, "b": np.arange(n), "t": np.arange(n)})
+    db.insert_columns(
+        "r", {"a": a, "x": np.arange(n) / 2, "s": [str(i) for i in range(n)], "t": np.arange(n)}
+    )
+    stream = "r" if "x" in select else "n"
+    text = f"SELECT {select} FROM {stream} WHERE a = 1 BEGIN NOW - {window} END NOW"
+    h = db.register(text)
+    for res in (db.invoke(h), db.invoke(h)):  # the first read and the kept copy's
+        want = [t for t in range(max(0, n - 1 - window), n) if t % 3 == 1]
+        assert len(res) == len(want)
+        if stream == "n":
+            assert res.column("t").tolist() == want
+        for arr in res.arrays:
+            with pytest.raises(ValueError, match="read-only"):
+                arr[:1] = arr[:1]
+
+
 def test_built_from_rows_or_arrays_compares_equal() -> None:
     rows = [(1, 0.5, "x"), (2, 1.5, None)]
     by_rows = Result(("a", "x", "s"), ("int", "float", "str"), rows, 9, (0, 9))
