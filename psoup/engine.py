@@ -74,6 +74,10 @@ class Stream:
     owner: str | None = None  # the client that created it (None: no authentication)
     grants: dict[str, set[str]] = field(default_factory=dict)  # client -> rights
     partition_by: str | None = None  # a sharded server spreads it by this attribute
+    # (stem uid, file, first seq, rows): that stem's rows first .. first + rows - 1 are
+    # the rows of a bulk load's file, in order with their tuple ids (a checkpoint links
+    # the file rather than write them again). Set by a shard's ``replace_contents``.
+    loaded: tuple | None = field(default=None, repr=False, compare=False)
     _visible: tuple | None = field(default=None, repr=False, compare=False)
 
     def visible_from(self) -> int:
@@ -126,6 +130,9 @@ class StreamImage:
     owner: str | None = None
     grants: dict[str, list[str]] = field(default_factory=dict)  # client -> sorted rights
     partition_by: str | None = None
+    # (file, first seq, rows): the rows at those seqs are a bulk load file's, in order,
+    # with their tuple ids as its last column (``Stream.loaded``).
+    loaded: tuple | None = None
 
 
 class QueryRows(Sequence):
@@ -249,7 +256,8 @@ class Engine:
         self._triggers: dict[str, list[Callable]] = {}  # stream -> batch callbacks
         # Durable mode (psoup/storage): called with each change, (op, fields, columns),
         # after it is validated and before it is made; a change it refuses is not made.
-        self.journal: Callable[[str, dict, list], None] | None = None
+        # It returns the file it wrote a bulk load's rows to, else None.
+        self.journal: Callable[[str, dict, list], object] | None = None
         self._quiet = 0  # > 0 inside a logged change: its own inner steps are not logged
         self.storage = None  # the open data directory (psoup.storage.durable.DataDir)
         self._states: dict[str, object] = {}  # application state: name -> snapshot/restore
@@ -260,11 +268,14 @@ class Engine:
         self.on_tag: Callable[[int], None] | None = None
         self.replay_lsn: int | None = None  # recovery: the LSN of the record it replays
 
-    def _log(self, op: str, fields: dict, columns: Sequence[np.ndarray] = ()) -> None:
+    def _log(self, op: str, fields: dict, columns: Sequence[np.ndarray] = ()):
+        """Hand a change to the journal before it is made; returns what the journal
+        returns (for a bulk load, the file that holds its rows), else None."""
         if self.journal is not None and not self._quiet:
             if self.op_tag is not None:
                 fields = {**fields, "tag": self.op_tag}
-            self.journal(op, fields, list(columns))
+            return self.journal(op, fields, list(columns))
+        return None
 
     # ================================================================ streams
     def create_stream(
@@ -409,6 +420,7 @@ class Engine:
         *,
         tids: np.ndarray | None = None,
         advance_to=None,
+        origin=None,
     ) -> InsertResult:
         """Replace every stored tuple of a stream with ``columns``, atomically.
 
@@ -422,7 +434,9 @@ class Engine:
         whole input is made (a 25-million-row load would otherwise need it twice).
         ``tids`` and ``advance_to``: a shard's part of a sharded load (psoup/shard), in
         time order with the front-end's tuple ids; the clock then moves as by
-        ``insert_part``.
+        ``insert_part``. Such a part's rows and ids are kept in a file by the journal (or
+        were, ``origin``, when a log is replayed), which the stream then remembers
+        (``Stream.loaded``) for a checkpoint to link.
         """
         with self.lock:
             st = self._stream(name)
@@ -440,8 +454,10 @@ class Engine:
             # Nothing below can fail on user input.
             if tids is None:
                 self._log("replace", {"stream": name}, cols)
+                origin = None  # its file holds no tuple ids
             else:
-                self._log("replace", {"stream": name, "advance_to": advance_to}, [*cols, tids])
+                fields = {"stream": name, "advance_to": advance_to}
+                origin = self._log("replace", fields, [*cols, tids]) or origin
             self._quiet += 1  # its chunks are in the record
             try:
                 affected = [self._by_qid[qid] for qid in sorted(st.queries)]
@@ -449,6 +465,7 @@ class Engine:
                     self._detach(q)
                 self.strategy.reset_stream(name)
                 st.stem = DataSteM(st.schema, self.block_rows, self.segment_blocks)
+                st.loaded = None if origin is None else (st.stem.uid, origin, st.stem.end_seq, n)
                 st.last_ts = None
                 st.tuples_ingested = 0
                 step = self._REPLACE_CHUNK_ROWS
@@ -596,7 +613,7 @@ class Engine:
                             st.stem.start_seq, st.stem.parts(),
                             (st.stem.uid, st.stem.start_seq, st.stem.end_seq), st.owner,
                             {c: sorted(r) for c, r in sorted(st.grants.items())},
-                            st.partition_by)
+                            st.partition_by, _loaded(st))
                 for st in self.streams.values()
             ]  # fmt: skip
             t1 = time.perf_counter()
@@ -1045,7 +1062,7 @@ class Engine:
             if now is not None:
                 self._check_now(q, now)
             q.invocations += 1
-            return self._evaluate(q, now)
+            return (q.reader or self._reader(q))(now)  # as _evaluate, one call less
 
     def invoke_later(self, handle: str, now: int | float | None = None) -> Callable[[], Result]:
         """Start an invoke in the engine's order of operations; returns the function that
@@ -1454,6 +1471,14 @@ def _clamped(bounds: tuple | None) -> tuple | None:
     ):
         return bounds
     return tuple(min(max(b, INT64_MIN), INT64_MAX) if isinstance(b, int) else b for b in bounds)
+
+
+def _loaded(st: Stream) -> tuple | None:
+    """``StreamImage.loaded`` of ``st``: its bulk load's (file, first seq, rows) while
+    the stem that load made is the stream's, else None."""
+    if st.loaded is None or st.loaded[0] != st.stem.uid:
+        return None
+    return st.loaded[1:]
 
 
 def _unsorted(gather: Callable[[np.ndarray], np.ndarray], seqs: np.ndarray) -> np.ndarray:

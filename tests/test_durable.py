@@ -387,3 +387,67 @@ def test_a_later_phase_starts_its_first_checkpoint_sooner(tmp_path: Path) -> Non
     assert set(first_at) == {0.0, 0.5}
     assert first_at[0.5] < first_at[0.0]
     assert abs(2 * (first_at[0.5] + 1) - (first_at[0.0] + 1)) <= 2, first_at
+
+
+def _stored(db: Engine, name: str) -> list[np.ndarray]:
+    """Every stored column of stream ``name`` and its tuple ids, concatenated."""
+    parts = db.streams[name].stem.parts()
+    width = len(db.streams[name].schema.names)
+    return [np.concatenate([c[i] for c, _ in parts]) for i in range(width)] + [
+        np.concatenate([t for _, t in parts])
+    ]
+
+
+def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["journaled", "replayed"])
+def test_a_shards_bulk_load_is_linked_into_its_first_checkpoint_not_written(
+    tmp_path: Path, monkeypatch, crash
+) -> None:
+    """A shard's part of a bulk load (rows in time order with their tuple ids) lies in
+    its load file as a checkpoint's run files would hold it: the first checkpoint after
+    it links that file for every run the load fills and writes only the rest, and what
+    it reads back is the stream's rows. ``replayed``: the process died before any
+    checkpoint, and the one after recovery links the file the log names."""
+    monkeypatch.setattr(checkpoint, "RUN_ROWS", 5000)
+    db = psoup.connect(tmp_path)
+    schema = {"v": "int", "name": "str", "x": "float", "t": "int"}
+    db.create_stream("h", schema, time="t", max_window=20_000)
+    h = db.register(
+        "SELECT h.name, COUNT(*) FROM h WHERE h.v < 50000 GROUP BY h.name BEGIN 0 END NOW"
+    )
+    n = 23_000  # 4 whole runs and part of a fifth
+    cols = {"v": np.arange(n) * 7, "name": [f"n{i % 5}" for i in range(n)],
+            "x": np.arange(n) / 8, "t": np.arange(n) // 2}  # fmt: skip
+    db.replace_contents("h", cols, tids=np.arange(n) * 2 + 100, advance_to=n // 2)
+    db.insert_columns("h", {"v": [1, 2], "name": ["new", "new"], "x": [0.0, 1.0], "t": [n, n]})
+    (load,) = (tmp_path / "loads").iterdir()
+    if crash:
+        db.storage.close(checkpoint=False)
+        db = psoup.connect(tmp_path)
+    want, answer, file = _stored(db, "h"), db.invoke(h).rows, load.stat()
+    where = tmp_path / "checkpoints" / f"{db.storage.checkpoint():016x}"
+    stats = db.storage.last_checkpoint
+    runs = {p.name: p.stat() for p in where.glob("*.arrow")}
+    linked = [name for name, st in runs.items() if st.st_ino == file.st_ino]
+    assert sorted(linked) == [f"0000-h-{g:08d}.arrow" for g in range(4)]
+    assert stats.bytes_linked == file.st_size
+    assert stats.bytes_written < file.st_size / 4  # the last run and the catalog
+    assert not load.exists()  # the checkpoint holds the rows now
+    got = checkpoint.read(where).streams[0]
+    assert _same(
+        [np.concatenate([c[i] for c, _ in got.parts]) for i in range(4)]
+        + [np.concatenate([t for _, t in got.parts])],
+        want,
+    )
+    # The next checkpoint links the same file again; a reopened engine has the rows.
+    db.insert("h", [(3, "newer", 2.0, n + 1)])
+    again = tmp_path / "checkpoints" / f"{db.storage.checkpoint():016x}"
+    assert all((again / name).stat().st_ino == runs[name].st_ino for name in linked)
+    want, answer = _stored(db, "h"), db.invoke(h).rows
+    db.close()
+    db = psoup.connect(tmp_path)
+    assert _same(_stored(db, "h"), want) and db.invoke(h).rows == answer
+    db.close()

@@ -11,7 +11,9 @@
                           the stream's stored rows with seqs in run ``run`` (of
                           ``RUN_ROWS``): an Arrow IPC file, one column per attribute and
                           ``_tid``, one record batch per storage block; a run no row
-                          was appended to since is a hard link to an earlier file
+                          was appended to since is a hard link to an earlier file, and
+                          one of a shard's bulk load a link to its load file (which
+                          has the same columns in the same order, in larger batches)
         <name>.state      an application's state (its own bytes)
 
 A checkpoint is written into ``<LSN>.tmp``, every file forced to disk, then renamed:
@@ -232,16 +234,29 @@ def _write_stream(
     for part in si.parts:
         groups.setdefault(seq // RUN_ROWS, []).append(part)
         seq += len(part[1])
+    if uid and si.loaded is not None:
+        # A shard's bulk load: its file holds these rows in order, with their ids last,
+        # as a run file does (in larger batches). Its runs link the file, so the first
+        # checkpoint after a hydration does not write the history again.
+        path, first, n = si.loaded
+        whole = _Run(Path(path), uid, first, n)
+        runs = dict(runs)
+        for g in range(first // RUN_ROWS, (first + n) // RUN_ROWS + 1):
+            if g not in runs or runs[g].uid != uid:
+                runs[g] = whole
     files, kept = [], {}
+    linked: set[tuple[int, int]] = set()  # (device, inode): a file counted once
     seq = si.start_seq
     for g, parts in groups.items():
         rows = sum(len(t) for _, t in parts)
         name = f"{stem}-{g:08d}.arrow"
         run = runs.get(g)
-        if (uid and run is not None and run.uid == uid and run.first <= seq
-                and seq + rows <= run.first + run.rows and run.path.exists()):  # fmt: skip
-            os.link(run.path, tmp / name)
-            out.bytes_linked += (tmp / name).stat().st_size
+        fits = uid and run is not None and run.uid == uid and run.first <= seq
+        if fits and seq + rows <= run.first + run.rows and _link(run.path, tmp / name):
+            st = (tmp / name).stat()
+            if (st.st_dev, st.st_ino) not in linked:
+                linked.add((st.st_dev, st.st_ino))
+                out.bytes_linked += st.st_size
             files.append({"file": name, "skip": seq - run.first, "rows": rows})
             kept[g] = replace(run, path=final / name)
         else:
@@ -251,6 +266,16 @@ def _write_stream(
             kept[g] = _Run(final / name, uid, seq, rows)
         seq += rows
     return files, kept
+
+
+def _link(src: Path, dest: Path) -> bool:
+    """Hard-link ``src`` as ``dest``; False when it cannot be (gone, or on another file
+    system: a backup elsewhere), and the caller writes the rows instead."""
+    try:
+        os.link(src, dest)
+    except OSError:
+        return False
+    return True
 
 
 def _write_parts(path: Path, schema: Schema, parts: list) -> None:

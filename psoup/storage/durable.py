@@ -249,7 +249,9 @@ class DataDir:
             self._writer.join()
             self._writer = None
 
-    def _journal(self, op: str, fields: dict, columns: list[np.ndarray]) -> None:
+    def _journal(self, op: str, fields: dict, columns: list[np.ndarray]) -> Path | None:
+        """Log one change (``Engine.journal``); returns the file a bulk load's rows went
+        to, else None."""
         # Under the engine lock, before this change is made: the image is the engine as
         # of the previous record. It is written on a thread of its own.
         if self._since >= self.checkpoint_bytes and (
@@ -260,14 +262,17 @@ class DataDir:
                 target=self._background, args=(lsn, img), name="psoup-checkpoint", daemon=True
             )
             self._writer.start()
+        load = None
         if op == "replace":  # in bulk, beside the log: its record only names the file
             fields = {**fields, "file": self._write_load(columns)}
+            load = self.path / "loads" / fields["file"]
             columns = []
         parts = encode(Record(op, fields, columns))
         lsn = self.log.append(parts)
         self._since += sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts)
         if self.wait_each:
             self.log.wait(lsn)
+        return load
 
     def _write_load(self, columns: list[np.ndarray]) -> str:
         """Write a load's columns to ``loads/<its record's LSN>.arrow``, forced to disk
@@ -384,6 +389,7 @@ def apply(engine, rec: Record, loads: Path) -> None:
                     dict(zip(st.schema.names, cols[:-1], strict=True)),
                     tids=cols[-1],
                     advance_to=f["advance_to"],
+                    origin=None if rec.columns else loads / f["file"],
                 )
             else:
                 engine.replace_contents(f["stream"], dict(zip(st.schema.names, cols, strict=True)))
