@@ -287,8 +287,11 @@ class SelectionColumn:
         """
         if s >= e:
             return _EMPTY
-        kept = self._kept(s, e)
-        a, z = kept.searchsorted((s, e)).tolist() if len(kept) else (0, 0)
+        kept, first, upto = self._kept(s, e)
+        # The copy holds [first, upto), first <= s and upto >= e: an end that is the
+        # copy's own needs no search (a read usually ends where the copy does).
+        a = 0 if first == s or not len(kept) else int(kept.searchsorted(s))
+        z = len(kept) if upto == e else int(kept.searchsorted(e))
         part = kept[a:z]
         bf = self._backfill
         if len(bf) and bf[0] < e and bf[-1] >= s:
@@ -360,9 +363,10 @@ class SelectionColumn:
         found += s
         return found
 
-    def _kept(self, s: int, e: int) -> np.ndarray:
-        """The column's seqs in ``[first, upto)``, a range that holds ``[s, e)``,
-        ascending: a copy the column keeps (the caller must not write to it). Rows are
+    def _kept(self, s: int, e: int) -> tuple[np.ndarray, int, int]:
+        """``(seqs, first, upto)``: the column's seqs in ``[first, upto)``, a range that
+        holds ``[s, e)``, ascending: a copy the column keeps (the caller must not write
+        to it). Rows are
         marked once, in seq order, before any read reaches them, so what the copy holds
         never changes but by a log merge or compaction (the log's ``epoch``: the copy is
         made anew). Extended with ``[upto, e)`` (each row read once); made anew from
@@ -386,7 +390,7 @@ class SelectionColumn:
                 rows, first = rows[cut:].copy(), s
         self._cache = (log.epoch, first, upto, rows)
         self._copies.note(self, rows.nbytes)
-        return rows
+        return rows, first, upto
 
     def count(self, s: int, e: int) -> int:
         """Number of matched seqs in ``[s, e)``. O(1) C calls per block visited."""
