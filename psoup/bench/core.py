@@ -477,8 +477,8 @@ def paper_table2(queries: int, seed: int) -> Section:
                              float(np.mean(sizes[k]))])  # fmt: skip
     sec.notes.append(
         f"{queries} queries per predicate count, each invoked once to warm up and once timed "
-        "right after, with no tuple between (so PSoup-P's read is its column's kept copy of "
-        "what the first read found: a binary search; 'first ms p50' is the first invoke, "
+        "right after, with no tuple between (so PSoup-P's read is a slice of its column's "
+        "kept copy of what the first read found; 'first ms p50' is the first invoke, "
         "which reads the window's bitmaps and log blocks, and under NoMat may build an index "
         "run); "
         f"{total:,} tuples of 4 int attributes uniform in [0,255], window and max_window "
