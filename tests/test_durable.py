@@ -7,6 +7,7 @@ registration times kept, a torn last record dropped."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import tempfile
 from pathlib import Path
@@ -450,4 +451,31 @@ def test_a_shards_bulk_load_is_linked_into_its_first_checkpoint_not_written(
     db.close()
     db = psoup.connect(tmp_path)
     assert _same(_stored(db, "h"), want) and db.invoke(h).rows == answer
+    db.close()
+
+
+def test_a_load_file_is_cut_down_in_steps_once_a_checkpoint_holds_it(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A hydration's load file (a gigabyte or more) is deleted as an old checkpoint's
+    files are: cut down a step at a time, each forced, so no single unlink frees it all
+    in one journal commit that the log's fsyncs would queue behind."""
+    step = 64 << 10
+    monkeypatch.setattr(checkpoint, "SYNC_STEP_BYTES", step)
+    db = psoup.connect(tmp_path)
+    db.create_stream("h", {"v": "int", "t": "int"}, time="t")
+    n = 100_000
+    db.replace_contents("h", {"v": np.arange(n) * 3, "t": np.arange(n)})
+    (load,) = (tmp_path / "loads").iterdir()
+    size = load.stat().st_size
+    assert size > 4 * step
+    cuts: list[int] = []
+    real = os.ftruncate
+    monkeypatch.setattr(os, "ftruncate", lambda fd, at: (cuts.append(at), real(fd, at)))
+    db.storage.checkpoint()
+    assert not load.exists()
+    assert cuts == [max(size - k * step, 0) for k in range(1, -(-size // step) + 1)]
+    db.close()
+    db = psoup.connect(tmp_path)
+    assert db.stats()["streams"]["h"]["tuples_stored"] == n
     db.close()

@@ -99,11 +99,12 @@ def _write_bytes(path: Path, parts: Iterable) -> int:
     return size
 
 
-def _delete(path: Path) -> None:
+def delete(path: Path) -> None:
     """Delete a file or a directory tree, each file over ``SYNC_STEP_BYTES`` first cut
     down in steps of that many bytes (each step forced), so that its blocks are freed
-    a few megabytes per journal commit. Errors are ignored: the next checkpoint's
-    clean-up retries."""
+    a few megabytes per journal commit (a file linked elsewhere is left whole: cutting
+    it would cut the other name's data, and deleting it frees nothing). Errors are
+    ignored: the next checkpoint's clean-up retries."""
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     for f in files:
         try:
@@ -405,4 +406,4 @@ def remove_before(root: Path, lsn: int) -> None:
         except ValueError:
             continue
         if old or (p.name.endswith(".tmp") and int(name, 16) != lsn):
-            _delete(p)
+            delete(p)
