@@ -1016,8 +1016,9 @@ class Engine:
                     continue
             elif q.plan.is_join:
                 cols = self._invoke_join(q, bounds, new=(st.name, first), columnar=True)
-            else:
-                cols = self._invoke_selection(q, bounds, since=first, columnar=True)
+                new = Result(spec.columns, types, now=now, window=bounds, arrays=cols)
+            else:  # the batch's rows in the window: one Result (immutable) for every sub
+                new = (q.reader or self._reader(q))(now, first)
             for sub in sorted(self._subs_by_qid[qid]):
                 entry = self._subs[sub]
                 if spec.is_aggregate:
@@ -1025,10 +1026,10 @@ class Engine:
                         continue
                     entry[2] = rows
                     res = Result(spec.columns, types, list(rows), now, bounds)
-                elif not len(cols[0]):
+                elif not len(new):
                     continue
                 else:
-                    res = Result(spec.columns, types, now=now, window=bounds, arrays=cols)
+                    res = new
                 entry[1](res, first_tid)
 
     def _now(self, q: Query):
@@ -1105,7 +1106,7 @@ class Engine:
             if q.plan.is_join:
                 rows = self._invoke_join(q, bounds, new=(stream, since), keys=keys)
                 return now, bounds, rows, keys
-            cols = self._invoke_selection(q, bounds, since=since, keys=keys, columnar=True)
+            cols = self._invoke_selection(q, bounds, since=since, keys=keys)
             return now, bounds, tuple(cols), keys[0]
 
     @staticmethod
@@ -1156,7 +1157,7 @@ class Engine:
         elif q.spec.is_aggregate:
             rows = self._invoke_selection(q, bounds, keys=keys)
         else:
-            cols = self._invoke_selection(q, bounds, keys=keys, columnar=True)
+            cols = self._invoke_selection(q, bounds, keys=keys)
             return now, bounds, tuple(cols), keys[0]
         return now, bounds, rows, None if q.spec.is_aggregate else keys
 
@@ -1167,10 +1168,11 @@ class Engine:
             now = self._now(q)
         return now, _clamped(q.spec.window.resolve(now))
 
-    def _reader(self, q: Query) -> Callable[[object], Result]:
+    def _reader(self, q: Query) -> Callable[..., Result]:
         """The function that answers ``q``'s invokes, given NOW (None: the current),
         made on its first invoke and kept: a plain selection's steps bound once
-        (``_selection_reader``), else the general evaluation. O(1) after the first."""
+        (``_selection_reader``, which also reads what a subscription hears), else the
+        general evaluation. O(1) after the first."""
         if q.plan.is_join or q.spec.is_aggregate:
             read = functools.partial(self._evaluate_whole, q)
         else:
@@ -1185,17 +1187,18 @@ class Engine:
         if q.plan.is_join:
             out = self._invoke_join(q, bounds, columnar=True)
         else:
-            out = self._invoke_selection(q, bounds, columnar=True)
+            out = self._invoke_selection(q, bounds)
         if spec.is_aggregate:
             return Result(spec.columns, spec.types, out, now, bounds)
         return Result.of_owned_arrays(spec.columns, spec.types, out, now, bounds)
 
-    def _selection_reader(self, q: Query) -> Callable[[object], Result]:
-        """A plain one-stream selection's invoke as one function of NOW (None: the
-        current): what the general path decides at every call (the strategy, the
-        window's kinds, the output's positions) decided here, once. What may change
-        (the stream's store, the query's entry) is read at each call. The same steps
-        and costs as ``_invoke_selection``'s columnar path, with ~2 µs less Python."""
+    def _selection_reader(self, q: Query) -> Callable[..., Result]:
+        """A plain one-stream selection's invoke as one function ``read(now, since=0)``
+        of NOW (None: the current), only matches at seqs >= ``since`` counted (a
+        subscription's batch): what a general path would decide at every call (the
+        strategy, the window's kinds, the output's positions) decided here, once. What
+        may change (the stream's store, the query's entry) is read at each call. Cost as
+        ``invoke``: placing the window, the strategy's read, one take per chunk."""
         spec = q.spec
         name = q.plan.streams[0]
         st = self.streams[name]  # a stream outlives the queries that read it (drop_stream)
@@ -1211,7 +1214,7 @@ class Engine:
         qid = q.qid
         of_arrays = Result.of_owned_arrays
 
-        def read(now) -> Result:
+        def read(now, since: int = 0) -> Result:
             if now is None:
                 now = st.last_ts
             if now is None and (at0 or at1):
@@ -1227,9 +1230,7 @@ class Engine:
                     s = e = 0
                 else:
                     s, e = st.stem.seq_range(lo, hi)
-                    visible = st.visible_from()
-                    if visible > s:
-                        s = visible
+                    s = max(s, st.visible_from(), since)
             if local is not None:  # NoMat: run the query over the window
                 seqs = st.stem.probe(local, s, e) if s < e else _NO_SEQS
             else:
@@ -1245,12 +1246,13 @@ class Engine:
         return read
 
     def _invoke_selection(
-        self, q: Query, bounds, since: int = 0, keys: list | None = None, columnar: bool = False
-    ) -> list:
-        """Result rows over ``bounds``; only matches at seqs >= ``since`` count. With
-        ``keys`` (a list), as ``invoke_parts``: the rows' tuple ids are put in it, and an
-        aggregate returns its partial state instead of rows. ``columnar``: a plain
-        selection's values as one array per column (``project_columns``) instead."""
+        self, q: Query, bounds, since: int = 0, keys: list | None = None
+    ) -> list | dict:
+        """Over ``bounds``, only matches at seqs >= ``since`` counted: an aggregate's
+        rows, or with ``keys`` (a list) its partial state (``invoke_parts``); a plain
+        selection's output columns as arrays, its rows' tuple ids put in ``keys`` as one
+        array (what a shard contributes). A plain selection's own invoke is
+        ``_selection_reader``'s. O(matches x columns) past the strategy's read."""
         st = self.streams[q.plan.streams[0]]
         spec = q.spec
         if bounds is None or bounds[0] > bounds[1]:
@@ -1272,26 +1274,12 @@ class Engine:
             if keys is not None:
                 return {None: [n for _ in spec.select]}
             return [tuple(n for _ in spec.select)]
-        elif (
-            columnar
-            and keys is None
-            and isinstance(strat, PSoupC)
-            and not spec.is_aggregate
-            and (kept := strat.selection_arrays(entry, s, e)) is not None
-        ):
-            # PSoup-C keeps a plain selection's output columns: its result is a slice of
-            # each (views that never change), not a gather.
-            return kept
         else:
             seqs = (
                 strat.selection_rows(q.qid, entry, st.name, s, e, lo, hi)
                 if s < e
                 else np.empty(0, np.int64)
             )
-        if columnar and keys is None and not spec.is_aggregate:
-            # A plain selection's columns straight from the store in output order: fresh
-            # arrays of len(seqs) each, so no per-attribute dict, projection or views.
-            return st.stem.gather_at(self._out_at(q, st), seqs)
         attrs = spec.read_attrs
         if q.read_at is None:  # the attributes' positions in the stream, once per query
             q.read_at = tuple(st.schema.index_of(a) for a in attrs)
@@ -1306,12 +1294,8 @@ class Engine:
                 return partial(spec, len(seqs), fetch, group)
             return aggregate(spec, len(seqs), fetch, group)
         if keys is not None:
-            tids = st.stem.gather_tids(seqs)
-            # Columns come with their tuple ids as one array; rows with a key per row.
-            keys.extend([tids] if columnar else tids.tolist())
-        if columnar:
-            return project_columns(spec, len(seqs), fetch)
-        return project(spec, len(seqs), fetch)
+            keys.append(st.stem.gather_tids(seqs))
+        return project_columns(spec, len(seqs), fetch)
 
     def _invoke_join(
         self,

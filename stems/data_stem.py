@@ -151,7 +151,7 @@ def _allowed(spent: int, cost: int, budget: int) -> bool:
 
 
 class _GatherPlan:
-    """What ``DataSteM._gather`` needs to know about one list of columns: their dtypes,
+    """What ``DataSteM.gather_at`` needs to know about one list of columns: their dtypes,
     which are rows of the chunks' matrices (``wide``, with their rows, and whether those
     are consecutive), and which are object columns stored per block (``narrow``)."""
 
@@ -444,16 +444,7 @@ class DataSteM:
 
     def gather_tids(self, seqs: np.ndarray) -> np.ndarray:
         """Global tuple ids at the given stored, ascending seqs."""
-        return self._gather([None], seqs)[0]
-
-    def gather_at(
-        self, positions: Sequence[int], seqs: np.ndarray, frozen: bool = False
-    ) -> list[np.ndarray]:
-        """The values of the attributes at ``positions`` (schema order numbers) at the
-        given stored, ascending seqs, one array each. As ``gather_many``. ``frozen``: the
-        arrays come read-only (an invoke's result), for one flag per gather, not one per
-        array."""
-        return self._gather(positions, seqs, frozen)
+        return self.gather_at([None], seqs)[0]
 
     def gather_many(self, attrs, seqs: np.ndarray) -> dict[str, np.ndarray]:
         """attr -> values at the given stored, ascending seqs, for each of ``attrs``.
@@ -463,7 +454,7 @@ class DataSteM:
         """
         attrs = list(dict.fromkeys(attrs))
         idx = [self.schema.index_of(a) for a in attrs]
-        return dict(zip(attrs, self._gather(idx, seqs), strict=True))
+        return dict(zip(attrs, self.gather_at(idx, seqs), strict=True))
 
     @staticmethod
     def _runs(seqs: np.ndarray, unit: int) -> list[tuple[int, int, int]]:
@@ -490,9 +481,13 @@ class DataSteM:
             plan = self._plans[key] = _GatherPlan(self.schema, self._row_of, key)
         return plan
 
-    def _gather(
+    def gather_at(
         self, cols: Sequence[int | None], seqs: np.ndarray, frozen: bool = False
     ) -> list[np.ndarray]:
+        """The values of the attributes at positions ``cols`` (schema order numbers;
+        None: the tuple ids) at the given stored, ascending seqs, one array each, fresh.
+        ``frozen``: the arrays come read-only (an invoke's result), one flag per take.
+        O(len(seqs) x cols) in C plus O(chunks hit) numpy calls (one take each)."""
         plan = self._plan(cols)
         dtypes = plan.dtypes
         blocks = self._blocks
@@ -787,7 +782,7 @@ class DataSteM:
             assert (
                 b.mat.base is b.chunk and b.chunk[:, at : at + B].ctypes.data == b.mat.ctypes.data
             )
-            assert b.chunk.shape[1] == self.chunk_rows, "a chunk is chunk_rows wide (_gather)"
+            assert b.chunk.shape[1] == self.chunk_rows, "a chunk is chunk_rows wide (gather_at)"
             if k:
                 prev = self._blocks[k - 1]
                 same = prev.first // self.chunk_rows == b.first // self.chunk_rows
