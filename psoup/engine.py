@@ -90,6 +90,15 @@ class Stream:
             self._visible = (key, self.stem.first_seq_at_or_after(self.last_ts - self.max_window))
         return self._visible[1]
 
+    def seqs_in(self, bounds: tuple | None, since: int = 0) -> tuple[int, int]:
+        """``(s, e)``: the visible stored seqs from ``since`` on whose times are within
+        ``bounds`` (lo, hi); empty when ``bounds`` is None or lo > hi. O(log n), O(1)
+        for the usual window (``DataSteM.seq_range``)."""
+        if bounds is None or bounds[0] > bounds[1]:
+            return 0, 0
+        s, e = self.stem.seq_range(*bounds)
+        return max(s, self.visible_from(), since), e
+
 
 @dataclass
 class Query:
@@ -1211,26 +1220,19 @@ class Engine:
         local = q.plan.local[0] if isinstance(strat, NoMat) else None
         keeps = isinstance(strat, PSoupC)
         rows = strat.selection_rows
-        qid = q.qid
         of_arrays = Result.of_owned_arrays
 
         def read(now, since: int = 0) -> Result:
             if now is None:
                 now = st.last_ts
             if now is None and (at0 or at1):
-                bounds, lo, hi, s, e = None, None, None, 0, 0
+                bounds = None
             else:
-                lo = now + b0 if at0 else b0
-                hi = now + b1 if at1 else b1
+                lo, hi = now + b0 if at0 else b0, now + b1 if at1 else b1
                 bounds = (lo, hi)
                 if not (INT64_MIN <= lo <= INT64_MAX and INT64_MIN <= hi <= INT64_MAX):
-                    bounds = _clamped(bounds)
-                    lo, hi = bounds
-                if lo > hi:
-                    s = e = 0
-                else:
-                    s, e = st.stem.seq_range(lo, hi)
-                    s = max(s, st.visible_from(), since)
+                    bounds = _clamped(bounds)  # (rare: a call saved on every invoke)
+            s, e = st.seqs_in(bounds, since)
             if local is not None:  # NoMat: run the query over the window
                 seqs = st.stem.probe(local, s, e) if s < e else _NO_SEQS
             else:
@@ -1239,7 +1241,7 @@ class Engine:
                     # PSoup-C keeps a plain selection's output columns: its result is a
                     # slice of each (views that never change), not a gather.
                     return of_arrays(columns, types, kept, now, bounds)
-                seqs = rows(qid, entry, name, s, e, lo, hi) if s < e else _NO_SEQS
+                seqs = rows(entry, name, s, e) if s < e else _NO_SEQS
             arrays = st.stem.gather_at(out_at, seqs, frozen=True)
             return of_arrays(columns, types, arrays, now, bounds, frozen=True)
 
@@ -1255,31 +1257,22 @@ class Engine:
         ``_selection_reader``'s. O(matches x columns) past the strategy's read."""
         st = self.streams[q.plan.streams[0]]
         spec = q.spec
-        if bounds is None or bounds[0] > bounds[1]:
-            s = e = 0
-        else:
-            s, e = st.stem.seq_range(*bounds)
-            s = max(s, st.visible_from(), since)
-        lo, hi = bounds if bounds else (None, None)
+        s, e = st.seqs_in(bounds, since)
         strat = self.strategy
         entry = q.entries[0]
         if isinstance(strat, NoMat):
-            seqs = st.stem.probe(q.plan.local[0], s, e) if s < e else np.empty(0, np.int64)
+            seqs = st.stem.probe(q.plan.local[0], s, e) if s < e else _NO_SEQS
         elif (
             spec.is_aggregate
             and spec.group_by is None
             and all(i.func == "COUNT" for i in spec.select)
         ):
-            n = strat.selection_count(q.qid, entry, st.name, s, e, lo, hi) if s < e else 0
+            n = strat.selection_count(entry, st.name, s, e) if s < e else 0
             if keys is not None:
                 return {None: [n for _ in spec.select]}
             return [tuple(n for _ in spec.select)]
         else:
-            seqs = (
-                strat.selection_rows(q.qid, entry, st.name, s, e, lo, hi)
-                if s < e
-                else np.empty(0, np.int64)
-            )
+            seqs = strat.selection_rows(entry, st.name, s, e) if s < e else _NO_SEQS
         attrs = spec.read_attrs
         if q.read_at is None:  # the attributes' positions in the stream, once per query
             q.read_at = tuple(st.schema.index_of(a) for a in attrs)

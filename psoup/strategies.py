@@ -65,13 +65,11 @@ class Strategy:
         self.results.expire(stream, stored_from)
 
     # -- invoke ------------------------------------------------------------
-    def selection_rows(
-        self, qid: int, entry: int, stream: str, s: int, e: int, lo, hi
-    ) -> np.ndarray:
+    def selection_rows(self, entry: int, stream: str, s: int, e: int) -> np.ndarray:
         """Matched seqs in ``[s, e)`` (the window's visible seqs), ascending."""
         return self.results.selection(entry, stream).rows(s, e)
 
-    def selection_count(self, qid: int, entry: int, stream: str, s: int, e: int, lo, hi) -> int:
+    def selection_count(self, entry: int, stream: str, s: int, e: int) -> int:
         return self.results.selection(entry, stream).count(s, e)
 
 
@@ -225,7 +223,7 @@ class PSoupC(Strategy):
             z = int(np.searchsorted(seqs, e, "left"))
         return m, a, z
 
-    def selection_rows(self, qid, entry, stream, s, e, lo, hi) -> np.ndarray:
+    def selection_rows(self, entry, stream, s, e) -> np.ndarray:
         m, a, z = self._span(entry, s, e)
         return m.seqs[a:z].copy() if a < z else _EMPTY
 
@@ -244,7 +242,7 @@ class PSoupC(Strategy):
         inside = a == z or (seqs[a] >= s and seqs[z - 1] < e)
         return inside and (a == 0 or seqs[a - 1] < s) and (z == len(seqs) or seqs[z] >= e)
 
-    def selection_count(self, qid, entry, stream, s, e, lo, hi) -> int:
+    def selection_count(self, entry, stream, s, e) -> int:
         _, a, z = self._span(entry, s, e)
         return z - a
 
