@@ -1,4 +1,4 @@
-"""Facts about this process that servers and shards report."""
+"""Facts about this process, and its machine, that servers, shards and drivers report."""
 
 from __future__ import annotations
 
@@ -23,3 +23,24 @@ def cpu_seconds(pid: int | str = "self") -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+def steal_seconds(stat: str | None = None) -> tuple[float, float]:
+    """(steal, total): CPU seconds the hypervisor took from this machine's virtual CPUs
+    while they had work ("steal" in /proc/stat) and all CPU seconds counted, summed over
+    the CPUs since boot; (0, 0) where /proc is missing. ``stat``: the text of /proc/stat
+    (read when not given). A share of steal between two readings is a virtual machine
+    stalled by its host: every process on it late at once, none of them busy."""
+    try:
+        if stat is None:
+            with open("/proc/stat") as f:
+                stat = f.readline()
+        fields = stat.split("\n", 1)[0].split()
+        if fields[0] != "cpu":
+            return 0.0, 0.0
+        # user nice system idle iowait irq softirq steal [guest guest_nice: within user]
+        ticks = [int(x) for x in fields[1:9]]
+        tick = os.sysconf("SC_CLK_TCK")
+        return ticks[7] / tick, sum(ticks) / tick
+    except (OSError, ValueError, IndexError):
+        return 0.0, 0.0

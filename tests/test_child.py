@@ -8,7 +8,7 @@ import os
 import pytest
 
 from psoup.child import in_child
-from psoup.linear_road.driver import _rss
+from psoup.procinfo import rss_bytes as _rss
 
 _KEPT: list[bytearray] = []  # what a job leaves resident (as a Spark driver's buffers do)
 

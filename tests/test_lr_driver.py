@@ -64,3 +64,7 @@ def test_sample20_answers_are_right_and_on_time(tmp_path: Path) -> None:
     # recorded (a second without reports sends no batch and keeps 0).
     acks = [w["ack_ms"] for w in summary.slowest]
     assert all(a >= 0 for a in acks) and any(a > 0 for a in acks), acks
+    # And the share of the machine's CPU time its host took meanwhile (steal: 0 on a
+    # machine of its own), shown in the summary's table.
+    assert all(0.0 <= w["steal"] <= 1.0 for w in summary.slowest)
+    assert "steal" in summary.table()

@@ -210,9 +210,10 @@ def run(
         ),
         "",
         "The ten slowest simulated seconds (slowest answer; the server's largest queue and "
-        "CPU share while it was answered; how late the driver sent that second's batch and "
-        "how long after it was acknowledged, in wall ms: balance and daily requests wait "
-        "for that ack):",
+        "CPU share while it was answered; the largest share of the machine's CPU time its "
+        "host took meanwhile, steal, when every process of a virtual machine is stalled "
+        "at once; how late the driver sent that second's batch and how long after it was "
+        "acknowledged, in wall ms: balance and daily requests wait for that ack):",
         "",
         report.markdown_table(
             [
@@ -221,6 +222,7 @@ def run(
                 "answer",
                 "queue",
                 "server CPU",
+                "machine steal",
                 "sent late ms",
                 "acked after ms",
             ],
@@ -231,6 +233,7 @@ def run(
                     w["kind"],
                     int(w["queue"]),
                     f"{w['cpu']:.0%}",
+                    f"{w['steal']:.0%}",
                     round(w["lag_ms"]),
                     round(w["ack_ms"]),
                 ]

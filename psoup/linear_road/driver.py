@@ -16,7 +16,6 @@ toll-alert convention of the run is written next to the answers (``convention``)
 from __future__ import annotations
 
 import collections
-import os
 import queue
 import resource
 import threading
@@ -37,6 +36,7 @@ from psoup.linear_road.check import CONVENTION_FILE, CSV_BLOCK, DEADLINES, FILES
 from psoup.linear_road.network import REPORT_FIELDS
 from psoup.linear_road.streams import ALL_ALERTS, ALL_TOLLS
 from psoup.linear_road.vehicle import Fleet, Vehicle, prepare_queries
+from psoup.procinfo import rss_bytes, steal_seconds
 from psoup.progress import progress_bar
 
 # How the driver (and the benchmarks) start their server. Without authentication every
@@ -93,11 +93,15 @@ class Summary:
             lines.append(f"{self.retried} requests asked again after UNAVAILABLE (a shard "
                          "recovering); their answers count with their full delay")  # fmt: skip
         if self.slowest:
-            lines.append("slowest simulated seconds (response; server queue; send lag; ack):")
+            lines.append(
+                "slowest simulated seconds (response; server queue; server CPU; machine "
+                "steal; send lag; ack):"
+            )
             for w in self.slowest:
                 lines.append(
                     f"  t={int(w['second']):>6}  {int(w['response']):>3} s ({w['kind']})"
                     f"  queue {int(w['queue']):>3} batches  server CPU {w['cpu']:>4.0%}"
+                    f"  steal {w['steal']:>4.0%}"
                     f"  batch sent {w['lag_ms']:>6.0f} ms late, acked {w['ack_ms']:>6.0f} ms"
                     " after"
                 )
@@ -264,8 +268,8 @@ class Replay:
     """What a replay measured: the answers' columns, the wall seconds, the refused
     requests, per simulated second the lag of its batch behind schedule (ms), the
     server's queue depth and CPU share sampled while it ran (by simulated second), the
-    wall ms from sending its batch to the batch's ack, and the driver's own largest
-    resident memory during the replay."""
+    wall ms from sending its batch to the batch's ack, the machine's steal share, and the
+    driver's own largest resident memory during the replay."""
 
     answers: _AnswerFiles
     seconds: float
@@ -280,12 +284,16 @@ class Replay:
     retried: int = 0  # requests asked again after UNAVAILABLE
     # Per simulated second, wall ms from sending its batch to the batch's ack.
     ack_ms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    # Per simulated second, the largest share of the machine's CPU time its host took
+    # (steal, sampled with the queue): a virtual machine stalled from outside.
+    steal: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
 
     def slowest(self, n: int = 10) -> list[dict[str, float]]:
         """The ``n`` simulated seconds with the slowest answers: the second, its slowest
-        response and kind, the largest server queue and CPU share sampled while it was
-        being answered, how late its batch was sent and how long its ack took (wall ms;
-        a balance or daily request waits for its second's ack before its call)."""
+        response and kind, the largest server queue, server CPU share and machine steal
+        share sampled while it was being answered, how late its batch was sent and how
+        long its ack took (wall ms; a balance or daily request waits for its second's ack
+        before its call)."""
         worst: dict[int, tuple[int, str]] = {}
         for kind in FILES:
             t, r = self.answers.columns(kind)
@@ -308,6 +316,7 @@ class Replay:
                     "kind": kind,
                     "queue": float(self.queue[span].max(initial=0)),
                     "cpu": float(self.cpu[span].max(initial=0)),
+                    "steal": float(self.steal[span].max(initial=0)),
                     "lag_ms": float(self.send_lag_ms[s]) if s < len(self.send_lag_ms) else 0.0,
                     "ack_ms": float(self.ack_ms[s]) if s < len(self.ack_ms) else 0.0,
                 }
@@ -350,6 +359,7 @@ def replay(
     sent_at: queue.SimpleQueue[tuple[int, float]] = queue.SimpleQueue()  # batches in order
     queue_at = np.zeros(last + 1, dtype=np.int32)
     cpu_at = np.zeros(last + 1, dtype=np.float32)
+    steal_at = np.zeros(last + 1, dtype=np.float32)
 
     def emit() -> int:
         return int((time.monotonic() - clock["start"]) * speedup)
@@ -397,19 +407,24 @@ def replay(
     vlock = threading.Lock()
     phases: list[tuple[float, float]] = []  # per request: ms before its call, in RPCs
     done = threading.Event()
-    own_rss = [_rss()]
+    own_rss = [rss_bytes()]
 
     def sample() -> None:
-        # The server's queue and CPU share, twice a simulated second at most; and this
-        # process's own memory.
+        # The server's queue and CPU share, twice a simulated second at most; the share
+        # of the machine's CPU time its host took (steal); and this process's own memory.
         cpu0, w0 = (server_cpu() if server_cpu else 0.0), time.monotonic()
+        stolen0, total0 = steal_seconds()
         while not done.wait(max(0.25, 0.5 / speedup)):
-            own_rss[0] = max(own_rss[0], _rss())
+            own_rss[0] = max(own_rss[0], rss_bytes())
+            s = min(emit(), last)
+            stolen1, total1 = steal_seconds()
+            if total1 > total0:
+                steal_at[s] = max(steal_at[s], (stolen1 - stolen0) / (total1 - total0))
+            stolen0, total0 = stolen1, total1
             try:
                 depth = int(client.stats(timeout=5)["queue_depth"])
             except PSoupRpcError:
                 continue
-            s = min(emit(), last)
             queue_at[s] = max(queue_at[s], depth)
             if server_cpu is not None:
                 cpu1, w1 = server_cpu(), time.monotonic()
@@ -574,6 +589,7 @@ def replay(
         request_ms,
         counters.retried,
         ack_ms,
+        steal_at,
     )
 
 
@@ -701,15 +717,6 @@ def own_peak_rss() -> int:
     """This process's largest resident memory so far (bytes): whatever it did before the
     replay (generating input, in a benchmark) included."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def _rss() -> int:
-    """This process's resident memory now (bytes; 0 where /proc is missing)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return 0
 
 
 def children_peak_rss(name: str) -> dict[str, int]:
