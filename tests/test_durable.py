@@ -26,6 +26,8 @@ from psoup.storage import log as wal
 from psoup.storage.durable import DataDir, DirectoryBusyError
 from psoup.storage.log import Sync
 
+_dumps = json.dumps
+
 
 class ReopeningRunner(Runner):
     """Runs a program on one durable engine that is closed and opened again after the
@@ -478,4 +480,29 @@ def test_a_load_file_is_cut_down_in_steps_once_a_checkpoint_holds_it(
     db.close()
     db = psoup.connect(tmp_path)
     assert db.stats()["streams"]["h"]["tuples_stored"] == n
+    db.close()
+
+
+def test_a_durable_engine_encodes_a_querys_catalog_row_when_it_is_registered(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The checkpoint's writer then only looks rows up: it encodes none of the queries
+    registered since the last checkpoint (a burst of Python beside the engine thread). An
+    engine in memory, which never checkpoints, encodes nothing."""
+    text = "SELECT v FROM s WHERE v = :v BEGIN 0 END NOW"
+    mem = Engine()
+    mem.create_stream("s", {"v": "int", "t": "int"}, time="t")
+    assert mem.queries[mem.register(text, params={"v": 1})].catalog_json is None
+    db = psoup.connect(tmp_path)
+    db.create_stream("s", {"v": "int", "t": "int"}, time="t")
+    handles = [db.register(text, params={"v": i}) for i in range(5)]
+    rows = {h: db.queries[h].catalog_json for h in handles}
+    assert all(rows.values())
+    encoded = []
+    monkeypatch.setattr(json, "dumps", lambda *a, **k: encoded.append(a) or _dumps(*a, **k))
+    got = json.loads(_catalog({"lsn": 1}, db.capture().queries))["queries"]
+    assert [json.loads(rows[h]) for h in handles] == got
+    assert [q[0] for q in got] == handles
+    assert not [a for a in encoded if isinstance(a[0], list)]  # no row encoded again
+    monkeypatch.undo()
     db.close()
