@@ -2,7 +2,9 @@
 
 1. Ingest: the core benchmark's equality workload (65,536 standing queries ``r.a = c``)
    ingested in-process, and through a server in this process from a client in another
-   process (psoup/bench/grpc_load.py), on the same generated batches.
+   process (psoup/bench/grpc_load.py), on the same generated batches; and, as a bound,
+   through a bare gRPC front that forwards the batches to the engine in a process of its
+   own (psoup/bench/engine_process.py).
 2. Invoke latency: p50/p99 of a selective query (an equality, ~1 match) over a window of
    2^16 tuples, with 1, 4 and 16 concurrent clients while another process ingests.
 3. Invokes one call each (Invoke) against the same invokes in Batch calls of 4, 16 and
@@ -21,6 +23,7 @@ queries, smaller runs, a 100,000-row CSV) well under a minute.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -34,7 +37,7 @@ import numpy as np
 from tqdm import tqdm
 
 import psoup
-from psoup.bench import machine, report
+from psoup.bench import engine_process, machine, report
 from psoup.bench.core import Section
 from psoup.bench.grpc_load import CSV_SCHEMA, EQ_DOMAIN, SCHEMA, csv_columns, make_batches
 from psoup.server import ServerConfig, start_server
@@ -60,8 +63,10 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
     """In-process versus gRPC ingest rate on the same batches, per batch size."""
     sec = Section(
         f"Ingest: {n_queries:,} equality queries, in-process vs through the server",
-        ["batch rows", "in-process t/s", "gRPC t/s", "gRPC / in-process"],
-    )
+        ["batch rows", "in-process t/s", "gRPC t/s", "gRPC / in-process",
+         "engine process t/s", "engine process / in-process"],
+    )  # fmt: skip
+    engine_us: list[tuple[int, float, float]] = []  # rows, µs per batch: in-process, child
     consts = np.random.default_rng(seed).choice(EQ_DOMAIN, n_queries, replace=False).tolist()
     for rows in tqdm(batch_rows, desc="batch sizes", leave=False):
         count = max(total_rows // rows, 5)
@@ -74,23 +79,39 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
         start = time.perf_counter()
         for b in data[warm:]:
             db.insert_columns("r", b)
-        local = (count - warm) * rows / (time.perf_counter() - start)
+        local_s = time.perf_counter() - start
+        local = (count - warm) * rows / local_s
         db.close()
+        load = ("--seed", str(seed), "--batches", str(count), "--rows", str(rows),
+                "--warm", str(warm))  # fmt: skip
         srv = start_server(ServerConfig(port=0))
         try:
             srv.worker.call(lambda s=srv: _setup(s.engine, consts))
-            target = f"127.0.0.1:{srv.port}"
-            got = _load("ingest", target, "--seed", str(seed), "--batches", str(count),
-                        "--rows", str(rows), "--warm", str(warm))  # fmt: skip
+            got = _load("ingest", f"127.0.0.1:{srv.port}", *load)
         finally:
             srv.stop(grace=1)
         remote = got["rows"] / got["seconds"]
-        sec.rows.append([rows, local, remote, remote / local])
+        with engine_process.front(functools.partial(_setup, consts=consts)) as f:
+            cpu = f.stats()[0]
+            apart = _load("ingest", f"127.0.0.1:{f.port}", *load)
+            cpu = f.stats()[0] - cpu
+        split = apart["rows"] / apart["seconds"]
+        sec.rows.append([rows, local, remote, remote / local, split, split / local])
+        engine_us.append((rows, 1e6 * local_s / (count - warm), 1e6 * cpu / count))
     sec.notes.append(
         f"{total_rows:,} tuples per run, the first fifth untimed; max_window {MAX_WINDOW + 1:,}. "
         "The gRPC client runs in its own process and pipelines batches on one Ingest stream "
         "(columnar little-endian arrays); the server decodes with np.frombuffer and runs the "
-        "same engine code on its engine thread. Both processes share the machine's 2 cores."
+        "same engine code on its engine thread. Both processes share the machine's 2 cores. "
+        "'engine process': the same client against the other design at its leanest "
+        "(psoup/bench/engine_process.py): a gRPC front that only forwards each batch's "
+        "column bytes over a pipe to the engine in a process of its own and acknowledges "
+        "with its counts, with none of the server's checks, durability or metrics: what "
+        "taking the engine out of the gRPC process could give at best. The engine's time "
+        "per batch, in-process against its CPU in the engine process (all batches, the "
+        "warm-up's too): "
+        + "; ".join(f"{r:,} rows {a:,.0f} µs against {b:,.0f}" for r, a, b in engine_us)
+        + ". Three processes (client, front, engine) share the 2 cores."
     )
     return sec
 
@@ -129,25 +150,33 @@ def _invokers(target: str, handles: Path, clients: int, invokes: int, seed: int)
                 p.wait()
 
 
-def _invoke_server(n_queries: int, rng: np.random.Generator, seed: int):
-    """A server in this process holding the equality workload's ``n_queries`` standing
-    queries, the last 2^16 tuples, and 256 more queries to invoke: ``(server, their
-    handles, the next timestamp)``."""
+PRELOAD_BATCHES = (MAX_WINDOW + 1) // 1000 + 2  # of 1000 rows: the window, full
+T_NEXT = PRELOAD_BATCHES * 1000  # the first timestamp after the preloaded tuples
+
+
+def _invoke_workload(db: psoup.Engine, consts: list[int], seed: int, invoked: list[int]):
+    """The equality workload's standing queries on ``consts``, the last 2^16 tuples, and
+    the queries to invoke (``r.a = c`` for each c of ``invoked``): their handles."""
+    _setup(db, consts)
+    for b in make_batches(seed, PRELOAD_BATCHES, 1000):
+        db.insert_columns("r", b)
+    return [db.register(INVOKE_QUERY, params={"c": c}) for c in invoked]
+
+
+def _invoke_args(n_queries: int, rng: np.random.Generator, seed: int) -> dict:
+    """``_invoke_workload``'s arguments after the engine: ``n_queries`` constants to stand
+    and 256 to invoke."""
     consts = rng.choice(EQ_DOMAIN, n_queries, replace=False).tolist()
+    return {"consts": consts, "seed": seed, "invoked": rng.integers(0, EQ_DOMAIN, 256).tolist()}
+
+
+def _invoke_server(n_queries: int, rng: np.random.Generator, seed: int):
+    """A server in this process holding ``_invoke_workload``: ``(server, the handles to
+    invoke, the next timestamp)``."""
+    args = _invoke_args(n_queries, rng, seed)
     srv = start_server(ServerConfig(port=0))
-    preload = make_batches(seed, (MAX_WINDOW + 1) // 1000 + 2, 1000)
-
-    def setup() -> list[str]:
-        _setup(srv.engine, consts)
-        for b in preload:
-            srv.engine.insert_columns("r", b)
-        return [
-            srv.engine.register(INVOKE_QUERY, params={"c": int(c)})
-            for c in rng.integers(0, EQ_DOMAIN, 256)
-        ]
-
     try:
-        return srv, srv.worker.call(setup), len(preload) * 1000
+        return srv, srv.worker.call(lambda: _invoke_workload(srv.engine, **args)), T_NEXT
     except BaseException:
         srv.stop(grace=1)
         raise
@@ -157,53 +186,79 @@ def _invoke_server(n_queries: int, rng: np.random.Generator, seed: int):
 #: applications are), or threads of one client process (sharing its interpreter lock,
 #: whose waits then count in the latency).
 LAYOUTS = ("processes", "threads")
+APART = "processes, engine apart"  # client processes against engine_process's front
 
 
-def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) -> Section:
-    """Invoke p50/p99 for concurrent clients while another process ingests."""
-    sec = Section(
-        "Invoke latency at window 2^16 while ingest runs",
-        ["clients", "as", "invokes", "p50 ms", "p90 ms", "p99 ms", "ingest t/s meanwhile"],
-    )
-    srv, handles, t0 = _invoke_server(n_queries, np.random.default_rng(seed + 1), seed)
-    target = f"127.0.0.1:{srv.port}"
+def _invoke_runs(
+    sec: Section, target: str, handles: list[str], ingested, runs: list, invokes: int, seed: int
+) -> None:
+    """Add a row to ``sec`` per ``(clients, layout)`` of ``runs``: the invoke latencies at
+    ``target`` while a client process ingests there; ``ingested()`` counts the tuples the
+    engine has taken, for the rate meanwhile."""
     background = None
+    with tempfile.NamedTemporaryFile("w", suffix=".handles", delete=False) as fh:
+        fh.write("\n".join(handles))
     try:
-        with tempfile.NamedTemporaryFile("w", suffix=".handles", delete=False) as fh:
-            fh.write("\n".join(handles))
         background = subprocess.Popen(
             [sys.executable, "-m", "psoup.bench.grpc_load", "ingest-forever", target,
-             "--rows", "1000", "--t0", str(t0), "--seed", str(seed + 2)],
+             "--rows", "1000", "--t0", str(T_NEXT), "--seed", str(seed + 2)],
             stdout=subprocess.DEVNULL,
         )  # fmt: skip
-        runs = [(c, how) for c in clients for how in LAYOUTS]
-        for c, how in tqdm(runs, desc="concurrent invokers", leave=False):
+        for c, how in tqdm(runs, desc=f"concurrent invokers ({target})", leave=False):
             each = max(invokes // c, 50)
-            before = srv.engine.stats()["streams"]["r"]["tuples_ingested"]
+            before = ingested()
             start = time.perf_counter()
-            if how == "processes":
-                lat = _invokers(target, Path(fh.name), c, each, seed)
-            else:
+            if how == "threads":
                 got = _load("invoke", target, "--handles", fh.name, "--clients", str(c),
                             "--invokes", str(each), "--seed", str(seed))  # fmt: skip
                 lat = got["latencies_ms"]
-            secs = time.perf_counter() - start
-            rate = (srv.engine.stats()["streams"]["r"]["tuples_ingested"] - before) / secs
+            else:
+                lat = _invokers(target, Path(fh.name), c, each, seed)
+            rate = (ingested() - before) / (time.perf_counter() - start)
             p50, p90, p99 = np.percentile(np.array(lat), [50, 90, 99])
             sec.rows.append([c, how, len(lat), float(p50), float(p90), float(p99), rate])
     finally:
         if background is not None:
             background.kill()
             background.wait()
-        srv.stop(grace=1)
         Path(fh.name).unlink(missing_ok=True)
+
+
+def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) -> Section:
+    """Invoke p50/p99 for concurrent clients while another process ingests: against the
+    server (the clients as processes, then as threads of one process), then, as a bound,
+    against the engine-process front (clients as processes)."""
+    sec = Section(
+        "Invoke latency at window 2^16 while ingest runs",
+        ["clients", "as", "invokes", "p50 ms", "p90 ms", "p99 ms", "ingest t/s meanwhile"],
+    )
+    args = _invoke_args(n_queries, np.random.default_rng(seed + 1), seed)
+    srv = start_server(ServerConfig(port=0))
+    try:
+        handles = srv.worker.call(lambda: _invoke_workload(srv.engine, **args))
+        _invoke_runs(
+            sec, f"127.0.0.1:{srv.port}", handles,
+            lambda: srv.engine.stats()["streams"]["r"]["tuples_ingested"],
+            [(c, how) for c in clients for how in LAYOUTS], invokes, seed,
+        )  # fmt: skip
+    finally:
+        srv.stop(grace=1)
+    with engine_process.front(functools.partial(_invoke_workload, **args)) as f:
+        _invoke_runs(
+            sec, f"127.0.0.1:{f.port}", f.ready, lambda: f.stats()[1],
+            [(c, APART) for c in clients], invokes, seed,
+        )  # fmt: skip
     sec.notes.append(
         f"{n_queries:,} standing equality queries plus 256 invoked ones (r.a = c over the last "
         "2^16 tuples, about one match each); another process ingests batches of 1000 as fast "
         "as the server takes them. 'processes': each client is a process of its own, as "
         "separate applications are; 'threads': the clients are threads of one process and "
         "share its interpreter lock. Latency is measured per call at the client, from "
-        "request to answer (a unary Invoke)."
+        f"request to answer (a unary Invoke). '{APART}': client processes as in "
+        "'processes', against the engine-process front of the ingest table "
+        "(psoup/bench/engine_process.py: the same workload, the engine in a process of "
+        "its own running ingest batches and invokes one at a time in the order they come, "
+        "gRPC in the front's), a bound on what that design would give."
     )
     return sec
 
@@ -388,7 +443,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
                 [r[col] for r in lat.rows if r[1] == how],
             )
             for stat, col in (("p50", 3), ("p99", 5))
-            for how in LAYOUTS
+            for how in (*LAYOUTS, APART)
         },
     )
     md += ["![invoke latency](grpc_invoke_latency.png)", ""]
