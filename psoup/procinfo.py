@@ -44,3 +44,20 @@ def steal_seconds(stat: str | None = None) -> tuple[float, float]:
         return ticks[7] / tick, sum(ticks) / tick
     except (OSError, ValueError, IndexError):
         return 0.0, 0.0
+
+
+#: Where this machine's kernel counts the free memory it has handed back to its host
+#: (free page reporting, on a virtual machine whose host takes freed pages back).
+REPORTED_KIB = "/sys/module/page_reporting/parameters/reported_kib"
+
+
+def reported_kib(path: str = REPORTED_KIB) -> int | None:
+    """KiB of free memory this virtual machine has reported to its host since boot, or
+    None where the kernel does not count it. A host that takes such memory back does the
+    work on the machine's own CPUs' time: while gigabytes just freed are being reported,
+    every process of the machine loses a share of its CPU (steal, above)."""
+    try:
+        with open(path) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None

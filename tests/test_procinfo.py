@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from psoup.procinfo import steal_seconds
+from psoup.procinfo import reported_kib, steal_seconds
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -32,3 +32,14 @@ def test_this_machines_counts_grow_and_steal_is_a_part_of_the_total() -> None:
     steal1, total1 = steal_seconds()
     assert total0 > 0 and total1 >= total0
     assert 0 <= steal0 <= total0 and steal0 <= steal1 <= total1
+
+
+def test_reported_memory_reads_the_kernels_count_or_none(tmp_path: Path) -> None:
+    counted = tmp_path / "reported_kib"
+    counted.write_text("460915192\n")
+    assert reported_kib(str(counted)) == 460_915_192
+    counted.write_text("not a number\n")
+    assert reported_kib(str(counted)) is None
+    assert reported_kib(str(tmp_path / "absent")) is None
+    here = reported_kib()  # this machine's kernel: a count, or none kept
+    assert here is None or here >= 0

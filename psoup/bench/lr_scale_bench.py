@@ -36,6 +36,24 @@ PLOT = "linear_road_scale.png"
 PROFILE_SECONDS = 1200  # simulated seconds replayed in-process for --profile
 
 
+def _settle() -> str:
+    """Wait for the machine to hand the memory the hydration freed back to its host
+    (``machine.settle_reporting``) before the replay's clock starts; what it waited, as a
+    sentence for the report (empty where the kernel does not count it)."""
+    seconds, kib = machine.settle_reporting()
+    if not seconds:
+        return ""
+    line = (
+        f"Before the replay the bench waited {seconds:.0f} s for this virtual machine to "
+        + (f"hand back to its host the {kib / 1024:,.0f} MiB freed meanwhile" if kib else
+           "show that it was handing no freed memory back to its host")
+        + " (free page reporting, whose host-side work stalls every process of the "
+        "machine: psoup/bench/machine.py)."
+    )  # fmt: skip
+    print(line)
+    return line
+
+
 def _shard_killer(target: str, after: float) -> threading.Timer:
     """SIGKILL the server's last shard ``after`` wall seconds from now."""
 
@@ -111,6 +129,7 @@ def run(
             driver.hydrate_history(history_path, srv.target, root)
             hydrate_s = time.perf_counter() - start
             spark_peak = driver.children_peak_rss("spark (hydration)")
+            settled = _settle()
             cpu0 = srv.cpu_seconds()
             shards_cpu0 = _shards_cpu(srv.target) if shards else {}
             killer = _shard_killer(srv.target, kill_shard / speedup) if kill_shard else None
@@ -190,8 +209,9 @@ def run(
         + ", ".join(f"{k} {v / 2**30:.2f} GB" for k, v in summary.peak_rss.items())
         + f". Generation {gen_s:.0f} s (in a child process), "
         f"hydration of {gen.history_rows:,} history rows {hydrate_s:.0f} s, check "
-        f"{check_s:.0f} s. Response times in simulated seconds (deadlines 5 s; 10 s for "
-        "daily expenditure)."
+        f"{check_s:.0f} s. "
+        + (f"{settled} " if settled else "")
+        + "Response times in simulated seconds (deadlines 5 s; 10 s for daily expenditure)."
         + (" A busy loop ran on the other core through the replay (`--stress`)." if stress else "")
         + (f" The server kept a data directory, `--sync {sync}`." if sync else "")
         + (
