@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 
 
 def rss_bytes() -> int:
@@ -61,3 +63,33 @@ def reported_kib(path: str = REPORTED_KIB) -> int | None:
             return int(f.read())
     except (OSError, ValueError):
         return None
+
+
+def settle_reporting(
+    quiet: float = 5.0,
+    limit: float = 120.0,
+    poll: float = 0.25,
+    read: Callable[[], int | None] = reported_kib,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[float, int]:
+    """Wait until this virtual machine has handed the memory freed so far back to its
+    host: until its count of reported memory (``reported_kib``) has not grown
+    for ``quiet`` seconds, or ``limit`` seconds have passed. Returns (seconds waited, KiB
+    reported meanwhile); (0, 0) at once where the kernel does not count it.
+
+    Why: on the Firecracker guests these benchmarks run on, the kernel reports freed
+    memory to the host ~2 s after it is freed, in passes 2 s apart, and the host's work
+    on it is taken from the guest's CPUs (10-100% steal in bursts). A Spark job that has
+    just ended frees ~4 GB: ~20 s of such passes, which a Linear Road replay started
+    right after runs into. ``quiet`` is longer than the 2 s between passes."""
+    first = read()
+    if first is None:
+        return 0.0, 0
+    start = last_change = clock()
+    last = first
+    while (now := clock()) - last_change < quiet and now - start < limit:
+        sleep(poll)
+        if (seen := read()) is not None and seen != last:
+            last, last_change = seen, clock()
+    return clock() - start, last - first

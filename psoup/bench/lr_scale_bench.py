@@ -36,24 +36,6 @@ PLOT = "linear_road_scale.png"
 PROFILE_SECONDS = 1200  # simulated seconds replayed in-process for --profile
 
 
-def _settle() -> str:
-    """Wait for the machine to hand the memory the hydration freed back to its host
-    (``machine.settle_reporting``) before the replay's clock starts; what it waited, as a
-    sentence for the report (empty where the kernel does not count it)."""
-    seconds, kib = machine.settle_reporting()
-    if not seconds:
-        return ""
-    line = (
-        f"Before the replay the bench waited {seconds:.0f} s for this virtual machine to "
-        + (f"hand back to its host the {kib / 1024:,.0f} MiB freed meanwhile" if kib else
-           "show that it was handing no freed memory back to its host")
-        + " (free page reporting, whose host-side work stalls every process of the "
-        "machine: psoup/bench/machine.py)."
-    )  # fmt: skip
-    print(line)
-    return line
-
-
 def _shard_killer(target: str, after: float) -> threading.Timer:
     """SIGKILL the server's last shard ``after`` wall seconds from now."""
 
@@ -129,7 +111,8 @@ def run(
             driver.hydrate_history(history_path, srv.target, root)
             hydrate_s = time.perf_counter() - start
             spark_peak = driver.children_peak_rss("spark (hydration)")
-            settled = _settle()
+            if settled := driver.settle("the bench"):
+                print(settled)
             cpu0 = srv.cpu_seconds()
             shards_cpu0 = _shards_cpu(srv.target) if shards else {}
             killer = _shard_killer(srv.target, kill_shard / speedup) if kill_shard else None

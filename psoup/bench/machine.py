@@ -1,5 +1,4 @@
-"""The machine a benchmark runs on: a one-line description for tables and reports, a CPU
-hog to make it busy, and a wait for it to settle."""
+"""A one-line description of the machine a benchmark ran on, for tables and reports."""
 
 from __future__ import annotations
 
@@ -8,10 +7,7 @@ import os
 import platform
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
-
-from psoup import procinfo
+from collections.abc import Iterator
 
 
 def describe() -> str:
@@ -51,33 +47,3 @@ def busy_loop() -> Iterator[subprocess.Popen]:
     finally:
         proc.kill()
         proc.wait()
-
-
-def settle_reporting(
-    quiet: float = 5.0,
-    limit: float = 120.0,
-    poll: float = 0.25,
-    read: Callable[[], int | None] = procinfo.reported_kib,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> tuple[float, int]:
-    """Wait until this virtual machine has handed the memory freed so far back to its
-    host: until its count of reported memory (``procinfo.reported_kib``) has not grown
-    for ``quiet`` seconds, or ``limit`` seconds have passed. Returns (seconds waited, KiB
-    reported meanwhile); (0, 0) at once where the kernel does not count it.
-
-    Why: on the Firecracker guests these benchmarks run on, the kernel reports freed
-    memory to the host ~2 s after it is freed, in passes 2 s apart, and the host's work
-    on it is taken from the guest's CPUs (10-100% steal in bursts). A Spark job that has
-    just ended frees ~4 GB: ~20 s of such passes, which a Linear Road replay started
-    right after runs into. ``quiet`` is longer than the 2 s between passes."""
-    first = read()
-    if first is None:
-        return 0.0, 0
-    start = last_change = clock()
-    last = first
-    while (now := clock()) - last_change < quiet and now - start < limit:
-        sleep(poll)
-        if (seen := read()) is not None and seen != last:
-            last, last_change = seen, clock()
-    return clock() - start, last - first

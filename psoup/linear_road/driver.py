@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import queue
 import resource
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,7 +37,7 @@ from psoup.linear_road.check import CONVENTION_FILE, CSV_BLOCK, DEADLINES, FILES
 from psoup.linear_road.network import REPORT_FIELDS
 from psoup.linear_road.streams import ALL_ALERTS, ALL_TOLLS
 from psoup.linear_road.vehicle import Fleet, Vehicle, prepare_queries
-from psoup.procinfo import rss_bytes, steal_seconds
+from psoup.procinfo import rss_bytes, settle_reporting, steal_seconds
 from psoup.progress import progress_bar
 
 # How the driver (and the benchmarks) start their server. Without authentication every
@@ -699,6 +700,8 @@ def run(
                 out_dir.mkdir(parents=True, exist_ok=True)
                 (hydrate or hydrate_history)(history_path, server, out_dir)
                 peaks.update(children_peak_rss("spark (hydration)"))
+                if settled := settle():
+                    print(settled, file=sys.stderr)
             cpu = child.cpu_seconds if child else server_cpu
             rep = replay(client, input_path, speedup, out_dir, progress, cpu, show_live=show_live)
     finally:
@@ -724,6 +727,24 @@ def children_peak_rss(name: str) -> dict[str, int]:
     JVM, after a hydration started and stopped it here); empty when none has."""
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     return {name: peak} if peak else {}
+
+
+def settle(who: str = "the driver") -> str:
+    """Wait for this machine to hand the memory freed so far back to its host, as it does
+    after a hydration, whose Spark JVM frees gigabytes as it ends
+    (``procinfo.settle_reporting``: until the kernel's count has stood still 5 s, at most
+    2 minutes), so that the replay's clock does not start in the stalls that come with
+    it. Returns what ``who`` waited as a sentence ("" where the kernel keeps no count)."""
+    seconds, kib = settle_reporting()
+    if not seconds:
+        return ""
+    return (
+        f"Before the replay {who} waited {seconds:.0f} s for this virtual machine to "
+        + (f"hand back to its host the {kib / 1024:,.0f} MiB freed meanwhile" if kib else
+           "show that it was handing no freed memory back to its host")
+        + " (free page reporting, whose host-side work stalls every process of the "
+        "machine: docs/LINEAR_ROAD.md)."
+    )  # fmt: skip
 
 
 def hydrate_history(history_path: Path, server: str, out_dir: Path) -> object:

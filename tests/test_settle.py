@@ -1,9 +1,9 @@
-"""psoup.bench.machine.settle_reporting: the wait before a replay for freed memory to be
+"""psoup.procinfo.settle_reporting: the wait before a replay for freed memory to be
 handed back to the host, on a scripted count and clock (no real waiting)."""
 
 from __future__ import annotations
 
-from psoup.bench.machine import settle_reporting
+from psoup.procinfo import settle_reporting
 
 
 class Script:
