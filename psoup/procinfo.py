@@ -66,7 +66,7 @@ def reported_kib(path: str = REPORTED_KIB) -> int | None:
 
 
 def settle_reporting(
-    quiet: float = 5.0,
+    quiet: float = 10.0,
     limit: float = 120.0,
     poll: float = 0.25,
     read: Callable[[], int | None] = reported_kib,
@@ -82,7 +82,9 @@ def settle_reporting(
     memory to the host ~2 s after it is freed, in passes 2 s apart, and the host's work
     on it is taken from the guest's CPUs (10-100% steal in bursts). A Spark job that has
     just ended frees ~4 GB: ~20 s of such passes, which a Linear Road replay started
-    right after runs into. ``quiet`` is longer than the 2 s between passes."""
+    right after runs into. ``quiet`` is well over the 2 s between passes: once the
+    reporting paused 7 s between two passes of ~512 MiB, and 3.2 GB more came after a
+    wait of 5 s had ended."""
     first = read()
     if first is None:
         return 0.0, 0

@@ -732,7 +732,7 @@ def children_peak_rss(name: str) -> dict[str, int]:
 def settle(who: str = "the driver") -> str:
     """Wait for this machine to hand the memory freed so far back to its host, as it does
     after a hydration, whose Spark JVM frees gigabytes as it ends
-    (``procinfo.settle_reporting``: until the kernel's count has stood still 5 s, at most
+    (``procinfo.settle_reporting``: until the kernel's count has stood still 10 s, at most
     2 minutes), so that the replay's clock does not start in the stalls that come with
     it. Returns what ``who`` waited as a sentence ("" where the kernel keeps no count)."""
     seconds, kib = settle_reporting()
