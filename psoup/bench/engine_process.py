@@ -40,7 +40,7 @@ import grpc
 import psoup
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
-from psoup.server.servicer import INGEST_DEPTH
+from psoup.server.servicer import INGEST_DEPTH, whole_result
 
 #: What a message to the child asks for: its first byte.
 INGEST, INVOKE, STATS, STOP = b"I", b"Q", b"S", b"X"
@@ -63,13 +63,7 @@ def _answer(db: psoup.Engine, kind: bytes, body: bytes) -> bytes:
         return _COUNTS.pack(res.count, res.matches)
     if kind == INVOKE:
         result = db.invoke(pb.InvokeRequest.FromString(body).handle)
-        msg = pb.InvokeQueryResponse(data=codec.encode_result(result), rows=len(result))
-        msg.columns.extend(
-            pb.ColumnInfo(name=n, type=codec.TYPE_TO_PB[t])
-            for n, t in zip(result.columns, result.types, strict=True)
-        )
-        msg.total_rows = len(result)
-        return msg.SerializeToString()
+        return whole_result(result).SerializeToString()
     ingested = sum(s["tuples_ingested"] for s in db.stats()["streams"].values())
     return _STATS.pack(time.process_time(), ingested)
 

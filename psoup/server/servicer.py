@@ -19,6 +19,7 @@ import re
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Iterator
 from concurrent.futures import wait as wait_futures
 from pathlib import Path
 
@@ -122,6 +123,29 @@ def _set_time(msg, result: Result) -> None:
     if result.window is not None:
         msg.window_begin.CopyFrom(codec.to_value(result.window[0]))
         msg.window_end.CopyFrom(codec.to_value(result.window[1]))
+
+
+def result_pages(result: Result, page: int) -> Iterator[pb.InvokeQueryResponse]:
+    """The result in messages of ``page`` rows (InvokeQuery's answer), the first with
+    the columns, the total and the window. O(rows) in C."""
+    n = len(result)
+    for a in range(0, max(n, 1), page):
+        msg = pb.InvokeQueryResponse(
+            data=codec.encode_result(result, a, a + page), rows=min(page, n - a)
+        )
+        if a == 0:
+            msg.columns.extend(
+                pb.ColumnInfo(name=n, type=codec.TYPE_TO_PB[t])
+                for n, t in zip(result.columns, result.types, strict=True)
+            )
+            msg.total_rows = n
+            _set_time(msg, result)
+        yield msg
+
+
+def whole_result(result: Result) -> pb.InvokeQueryResponse:
+    """The result in one message (Invoke's answer), whatever its size."""
+    return next(result_pages(result, max(len(result), 1)))
 
 
 def _window(spec) -> pb.Window:
@@ -628,7 +652,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             streams=list(dict.fromkeys(q.plan.streams)),
         )
         if current is not None:
-            msg = self._whole(current)
+            msg = whole_result(current)
             if msg.ByteSize() + reply.ByteSize() + 64 > self.config.max_message_bytes:
                 reply.current_omitted = True
             else:
@@ -638,7 +662,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
     def InvokeQuery(self, request, context):
         try:
             result = self._invoked(request, context)
-            yield from self._pages(result, request.page_rows or self.config.page_rows)
+            yield from result_pages(result, request.page_rows or self.config.page_rows)
         except Exception as exc:
             _abort(context, exc)
 
@@ -646,7 +670,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
         def run():
             result = self._invoked(request, context)
-            msg = self._whole(result)
+            msg = whole_result(result)
             if (size := msg.ByteSize()) > self.config.max_message_bytes:
                 raise Abort(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -705,7 +729,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                         replies.append(
                             pb.BatchResponse.Reply(register=self._registered(handle, q, current))
                             if handle is not None
-                            else pb.BatchResponse.Reply(invoke=self._whole(current))
+                            else pb.BatchResponse.Reply(invoke=whole_result(current))
                         )
                 reply = pb.BatchResponse(replies=replies)
                 if (size := reply.ByteSize()) > self.config.max_message_bytes:
@@ -797,27 +821,6 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         self.worker.call(lambda: self.engine.unregister(handle))
         with self._lock:
             self._owners.pop(handle, None)
-
-    @classmethod
-    def _whole(cls, result: Result) -> pb.InvokeQueryResponse:
-        """The result in one message (Invoke's answer), whatever its size."""
-        return next(cls._pages(result, max(len(result), 1)))
-
-    @staticmethod
-    def _pages(result: Result, page: int):
-        n = len(result)
-        for a in range(0, max(n, 1), page):
-            msg = pb.InvokeQueryResponse(
-                data=codec.encode_result(result, a, a + page), rows=min(page, n - a)
-            )
-            if a == 0:
-                msg.columns.extend(
-                    pb.ColumnInfo(name=n, type=codec.TYPE_TO_PB[t])
-                    for n, t in zip(result.columns, result.types, strict=True)
-                )
-                msg.total_rows = n
-                _set_time(msg, result)
-            yield msg
 
     def Subscribe(self, request, context):
         sub = None
