@@ -5,8 +5,6 @@ counting, not by the cyclic collector."""
 from __future__ import annotations
 
 import gc
-import threading
-import time
 
 import pytest
 
@@ -102,52 +100,3 @@ def test_serve_flag_refuses_negative_seconds(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--freeze-heap-every", "-1"])
     assert "not a number of seconds >= 0: '-1'" in capsys.readouterr().err
-
-
-def test_an_idle_engine_worker_collects_without_waiting_for_a_call(clean_gc):
-    """The garbage a burst left is collected while idle (EngineWorker.idle_tick), not at
-    the next call; never while a closure runs or one waits."""
-    w = EngineWorker(4, freeze_heap_every=1e-9)
-    try:
-        w.call(lambda: None)
-        before = w.heap.freezes
-        assert w.idle_tick() and w.heap.freezes == before + 1
-        started, release = threading.Event(), threading.Event()
-
-        def hold():
-            started.set()
-            release.wait()
-
-        fut = w.submit(hold)
-        started.wait()
-        assert not w.idle_tick()  # the engine thread is busy
-        release.set()
-        fut.result()
-    finally:
-        w.stop()
-    assert not w.idle_tick()  # stopped
-    assert not EngineWorker(4, freeze_heap_every=3600).idle_tick()  # not due
-
-
-def test_an_idle_engine_worker_ticks_on_its_own(clean_gc):
-    w = EngineWorker(4, freeze_heap_every=0.01, idle_ticks=True)
-    try:
-        deadline = time.monotonic() + 30
-        while w.heap.freezes < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert w.heap.freezes >= 3  # with no call at all
-    finally:
-        w.stop()
-
-
-def test_an_idle_shard_collects_and_not_during_a_call(clean_gc):
-    from psoup.shard.shard import Shard
-
-    shard = Shard(0, freeze_heap_every=1e-9)
-    try:
-        before = shard._heap.freezes
-        assert shard.idle_tick() and shard._heap.freezes == before + 1
-        with shard._calls:  # a call runs
-            assert not shard.idle_tick()
-    finally:
-        shard.close()

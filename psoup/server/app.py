@@ -169,7 +169,7 @@ def start_server(config: ServerConfig) -> RunningServer:
         if data is not None:
             data.close()
         raise
-    worker = EngineWorker(config.ingest_queue_batches, config.freeze_heap_every, idle_ticks=True)
+    worker = EngineWorker(config.ingest_queue_batches, config.freeze_heap_every)
     try:
         if app is not None:
             # The application first, so that replaying the log drives its triggers.

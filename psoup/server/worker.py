@@ -38,7 +38,7 @@ class EngineWorker:
     """Runs submitted closures one at a time on one thread: urgent ones first, then
     ingest batches round-robin over clients."""
 
-    def __init__(self, ingest_limit: int, freeze_heap_every: float = 0.0, idle_ticks: bool = False):
+    def __init__(self, ingest_limit: int, freeze_heap_every: float = 0.0):
         self.ingest_limit = ingest_limit
         self.heap = HeapFreezer(freeze_heap_every)
         self._cond = threading.Condition()
@@ -49,9 +49,6 @@ class EngineWorker:
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="psoup-engine", daemon=True)
         self._thread.start()
-        self._stopped = threading.Event()
-        if idle_ticks and self.heap.interval > 0:
-            threading.Thread(target=self._idle_ticks, name="psoup-heap", daemon=True).start()
 
     @property
     def queue_depth(self) -> int:
@@ -99,32 +96,6 @@ class EngineWorker:
                 if self._urgent or self._ingest:
                     self._cond.notify()  # what was queued meanwhile waited for this
 
-    def idle_tick(self) -> bool:
-        """While the engine is idle, the heap freezer's tick (a collection, if one is due),
-        as if a closure had just run; returns whether it collected. With ``idle_ticks``
-        (the server asks for it), a thread of its own calls it every ``freeze_heap_every``
-        seconds: the garbage a burst of calls left behind (a bulk load's staged columns,
-        the contents a load replaced) is then collected while nothing waits, not at the
-        first call of the next burst. Freeing gigabytes costs that call, and on a virtual
-        machine that hands freed memory back to its host, the host's work on it ~2 s later
-        stalls every process (docs/LINEAR_ROAD.md: a Linear Road replay's first seconds).
-        O(1) when busy or not due."""
-        with self._cond:
-            if self._busy or self._urgent or self._ingest or self._stopping:
-                return False
-            self._busy = True  # as ``call`` runs a closure inline: the engine thread waits
-        try:
-            return self.heap.tick()
-        finally:
-            with self._cond:
-                self._busy = False
-                if self._urgent or self._ingest:
-                    self._cond.notify()  # what was queued meanwhile waited for this
-
-    def _idle_ticks(self) -> None:
-        while not self._stopped.wait(self.heap.interval):
-            self.idle_tick()
-
     def _next(self) -> tuple[Callable[[], Any], Future] | None:
         """The next closure: urgent first, else the first client's oldest batch (that
         client then goes to the back of the line). None once stopped and drained."""
@@ -165,7 +136,6 @@ class EngineWorker:
 
     def stop(self) -> None:
         """Finish what is queued, then end the thread."""
-        self._stopped.set()
         with self._cond:
             if self._stopping:
                 return

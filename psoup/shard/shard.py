@@ -83,25 +83,6 @@ class Shard:
             )  # fmt: skip
             self.data.on_checkpoint = self._checkpointed
             self.recovered_records = self.data.recover(self.engine).records
-        self._stopped = threading.Event()
-
-    def idle_tick(self) -> bool:
-        """While no call runs, the heap freezer's tick (a collection, if one is due);
-        returns whether it collected. Once the shard serves a socket (a process of its
-        own, ``listen``), a thread calls it every ``freeze_heap_every`` seconds, for the
-        reason the server's engine worker does (EngineWorker.idle_tick: a burst's garbage
-        collected while idle, not at the next burst's first call). O(1) when a call runs
-        or none is due."""
-        if not self._calls.acquire(blocking=False):
-            return False
-        try:
-            return self._heap.tick()
-        finally:
-            self._calls.release()
-
-    def _idle_ticks(self) -> None:
-        while not self._stopped.wait(self._heap.interval):
-            self.idle_tick()
 
     def _checkpointed(self, stats) -> None:
         log.info("shard %d: %s", self.index, stats.describe())
@@ -133,9 +114,6 @@ class Shard:
             self._listener = Listener((host, 0), authkey=key)
             self._key = key
             threading.Thread(target=self._serve, name="psoup-shard-socket", daemon=True).start()
-            if self._heap.interval > 0:
-                ticks = threading.Thread(target=self._idle_ticks, name="shard-heap", daemon=True)
-                ticks.start()
         return self._listener.address, self._key
 
     def _serve(self) -> None:
@@ -228,7 +206,6 @@ class Shard:
 
     def close(self) -> None:
         self._closed = True
-        self._stopped.set()
         if self._listener is not None:
             self._listener.close()
         with self._calls:
