@@ -10,10 +10,11 @@ The front is a byte pump: a gRPC server with two methods, ``Ingest`` and ``Invok
 requests it does not even decode. Each request's bytes go over one pipe to the engine
 child, which decodes them (protobuf, then np.frombuffer for the columns), runs the engine
 and sends back the answer's bytes (an ingest batch's counts, an invoke's encoded
-``InvokeQueryResponse``), which the front hands to gRPC as they are. The child runs what
-arrives in order, one thing at a time. Nothing else is done on the way (no validation,
-access checks, durability, metrics, turns), so what the front measures bounds the design
-from above; it is a measuring device, not a server.
+``InvokeQueryResponse``), which the front hands to gRPC as they are. The child runs one
+thing at a time: invokes before the ingest batches waiting (as the server's engine
+thread runs calls first), each kind in the order it came. Nothing else is done on the
+way (no validation, access checks, durability, metrics, turns), so what the front
+measures bounds the design from above; it is a measuring device, not a server.
 
 Costs per request of b bytes: two copies of b through the pipe (the front's write, the
 child's read) and one protobuf decode in the child, O(b) in C; O(1) Python steps on each
@@ -25,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import multiprocessing as mp
+import queue
 import struct
 import threading
 import time
@@ -133,15 +135,13 @@ class Front:
     def stats(self) -> tuple[float, int]:
         """The engine child's CPU seconds (user + system) so far and the tuples it has
         ingested, answered in turn after what was sent before."""
-        cpu, tuples = _STATS.unpack(self.ask(STATS, b"").result())
-        return cpu, tuples
+        return _STATS.unpack(self.ask(STATS, b"").result())
 
     # -- the two gRPC methods, on bytes --------------------------------------------------
     def ingest(self, requests: Iterator[bytes], context) -> Iterator[bytes]:
         """Each batch forwarded as it arrives (by a thread of this call), each acked with
         the child's counts in order."""
-        sent: list[Future | None] = []
-        more = threading.Condition()
+        sent: queue.Queue[Future | None] = queue.Queue()  # None: the call's last batch
         # As many batches in flight as the server allows a call: an invoke then waits
         # behind the batch being applied, not behind a pipe full of them.
         room = threading.Semaphore(INGEST_DEPTH)
@@ -149,21 +149,12 @@ class Front:
         def forward() -> None:
             for body in requests:
                 room.acquire()
-                fut = self.ask(INGEST, body)
-                with more:
-                    sent.append(fut)
-                    more.notify()
-            with more:
-                sent.append(None)
-                more.notify()
+                sent.put(self.ask(INGEST, body))
+            sent.put(None)
 
         threading.Thread(target=forward, name="front-forward", daemon=True).start()
         for k in itertools.count():
-            with more:
-                more.wait_for(lambda k=k: len(sent) > k)
-                fut = sent[k]
-                sent[k] = None  # answered futures are not kept for the call's life
-            if fut is None:
+            if (fut := sent.get()) is None:
                 return
             rows, matches = _COUNTS.unpack(fut.result())
             room.release()

@@ -104,9 +104,10 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
         "(columnar little-endian arrays); the server decodes with np.frombuffer and runs the "
         "same engine code on its engine thread. Both processes share the machine's 2 cores. "
         "'engine process': the same client against the other design at its leanest "
-        "(psoup/bench/engine_process.py): a gRPC front that only forwards each batch's "
-        "column bytes over a pipe to the engine in a process of its own and acknowledges "
-        "with its counts, with none of the server's checks, durability or metrics: what "
+        "(psoup/bench/engine_process.py): a gRPC front that only forwards each request's "
+        "bytes, undecoded, over a pipe to the engine in a process of its own, which decodes "
+        "them and answers with the batch's counts; none of the server's checks, durability "
+        "or metrics on the way: what "
         "taking the engine out of the gRPC process could give at best. The engine's time "
         "per batch, in-process against its CPU in the engine process (all batches, the "
         "warm-up's too): "
@@ -257,8 +258,8 @@ def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) 
         f"request to answer (a unary Invoke). '{APART}': client processes as in "
         "'processes', against the engine-process front of the ingest table "
         "(psoup/bench/engine_process.py: the same workload, the engine in a process of "
-        "its own running ingest batches and invokes one at a time in the order they come, "
-        "gRPC in the front's), a bound on what that design would give."
+        "its own running one thing at a time, invokes before waiting ingest batches, gRPC "
+        "in the front's), a bound on what that design would give."
     )
     return sec
 

@@ -29,7 +29,8 @@ def run(out: Path, input_path: Path, history: Path | None, quick: bool = False) 
         with tempfile.TemporaryDirectory() as tmp, ServerProcess(*driver.server_args()) as srv:
             if history is not None:
                 driver.hydrate_history(history, srv.target, Path(tmp))
-                driver.settle()
+                if settled := driver.settle("the bench"):
+                    print(settled)
             cpu0 = srv.cpu_seconds()  # the replay's share only, not the hydration
             summary = driver.run(input_path, None, Path(tmp), k, server=srv.target)
             cpu = srv.cpu_seconds() - cpu0
