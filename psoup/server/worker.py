@@ -119,19 +119,27 @@ class EngineWorker:
     def _run(self) -> None:
         while (item := self._next()) is not None:
             fn, fut = item
+            # Nothing of a closure outlives it here: this frame's names would otherwise
+            # hold the last one (a bulk load's columns: gigabytes) while the thread
+            # waits, idle, for the next.
+            del item
             if not fut.set_running_or_notify_cancel():
+                del fn, fut
                 continue
             # The closure's CPU time on this thread, for the done callbacks (set_* runs
             # them here): ingest turns pause in proportion to it (psoup/server/turns.py).
             start = time.thread_time()
             try:
-                result = fn()
+                result, error = fn(), None
             except BaseException as exc:  # delivered to the waiting handler
-                fut.cpu_seconds = time.thread_time() - start
-                fut.set_exception(exc)
-            else:
-                fut.cpu_seconds = time.thread_time() - start
+                result, error = None, exc
+            del fn  # before the waiter wakes: what it held is gone once the call is done
+            fut.cpu_seconds = time.thread_time() - start
+            if error is None:
                 fut.set_result(result)
+            else:
+                fut.set_exception(error)
+            del fut, result, error
             self.heap.tick()
 
     def stop(self) -> None:

@@ -134,10 +134,15 @@ class Shard:
                         answer = ("ok", self.call(epoch, ops))
                     except StaleEpoch as exc:
                         answer = ("stale", str(exc))
+                    # Not kept while this thread waits for the next call: its arguments
+                    # (a bulk load's share: a gigabyte) and, once sent, its answer.
+                    del epoch, ops
                     try:
                         wire.send(sock, answer)
                     except OSError:
                         break
+                    finally:
+                        del answer
 
     def call(self, epoch: str, ops: list[tuple]) -> list[tuple[bool, object]]:
         """Run ``ops`` ((op id or None, method, args, kwargs), in order) and return one
