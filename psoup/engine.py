@@ -58,6 +58,7 @@ from stems.query_stem import QuerySteM
 
 RIGHTS = ("read", "write")  # what a stream's owner may grant another client
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_SRC_BITS, _SRC_MASK = 4, 15  # an entry's source stream within its query (Engine._entry_owner)
 
 
 @dataclass
@@ -258,7 +259,12 @@ class Engine:
         # text registered again with other values is not parsed and bound again.
         self._templates: dict[str, Prepared] = {}
         self._recent: dict[str, Prepared] = {}
-        self._entry_owner: dict[int, tuple[int, int]] = {}  # entry -> (qid, source)
+        # entry -> qid << _SRC_BITS | source: an int, not a (qid, source) tuple. A dict of
+        # ints only is never walked by the cyclic collector; one of tuples is untracked
+        # by it while they are all atomic and tracked again at each registration's fresh
+        # tuple, so every young collection after one walked the whole dict (a million
+        # entries in a Linear Road front-end: ~5% of its time, docs/BENCHMARKS.md).
+        self._entry_owner: dict[int, int] = {}
         self._join_entries: set[int] = set()
         self._next_tid = 0
         self._next_qid = 0
@@ -854,7 +860,7 @@ class Engine:
             entry = self._next_entry
             self._next_entry += 1
             q.entries.append(entry)
-            self._entry_owner[entry] = (q.qid, src)
+            self._entry_owner[entry] = q.qid << _SRC_BITS | src
         for s in q.plan.streams:
             self.streams[s].queries.add(q.qid)
         if q.plan.is_join:
@@ -908,12 +914,15 @@ class Engine:
 
     def _join_batch(self, st: Stream, first: int, n: int, matches) -> int:
         """New data x old queries for two-source entries: probe the other Data SteM."""
-        wanted = {e for e in self._join_entries if self._entry_owner[e][0] in self._by_qid}
+        wanted = {
+            e for e in self._join_entries if self._entry_owner[e] >> _SRC_BITS in self._by_qid
+        }
         found = 0
         for entry, offs in matches.by_entry():
             if entry not in wanted:
                 continue
-            qid, src = self._entry_owner[entry]
+            owner = self._entry_owner[entry]
+            qid, src = owner >> _SRC_BITS, owner & _SRC_MASK
             q = self._by_qid[qid]
             plan = q.plan
             if plan.streams[src] != st.name:
@@ -1431,7 +1440,7 @@ class Engine:
                     if m.positions is None:
                         continue
                     # The kept values are the stored ones.
-                    q = self._by_qid[self._entry_owner[entry][0]]
+                    q = self._by_qid[self._entry_owner[entry] >> _SRC_BITS]
                     stored = self.streams[q.plan.streams[0]].stem.gather_at(
                         m.positions, m.seqs[m.head : m.n]
                     )

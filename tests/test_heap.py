@@ -100,3 +100,22 @@ def test_serve_flag_refuses_negative_seconds(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--freeze-heap-every", "-1"])
     assert "not a number of seconds >= 0: '-1'" in capsys.readouterr().err
+
+
+def test_entry_owner_map_is_never_walked_by_the_collector(clean_gc):
+    # A dict whose contents are all atomic is untracked by the collector, but one whose
+    # values were fresh tuples was tracked again by each registration and then walked,
+    # whole, by every young collection after it (docs/BENCHMARKS.md, stop 42).
+    db = Engine()
+    db.create_stream("r", {"a": "int", "t": "int"}, time="t")
+    db.create_stream("s", {"a": "int", "t": "int"}, time="t")
+    handles = [
+        db.register(f"SELECT * FROM r WHERE a = {k} BEGIN NOW - 9 END NOW") for k in range(50)
+    ]
+    join = db.register("SELECT * FROM r, s WHERE r.a = s.a BEGIN NOW - 9 END NOW")
+    assert not gc.is_tracked(db._entry_owner)
+    db.insert_columns("r", {"a": [1, 2], "t": [0, 1]})
+    db.insert_columns("s", {"a": [2, 3], "t": [1, 2]})
+    assert len(db.invoke(join).rows) == 1 and len(db.invoke(handles[1]).rows) == 1
+    db.unregister(handles[0])
+    assert not gc.is_tracked(db._entry_owner)
