@@ -262,8 +262,9 @@ class Engine:
         # entry -> qid << _SRC_BITS | source: an int, not a (qid, source) tuple. A dict of
         # ints only is never walked by the cyclic collector; one of tuples is untracked
         # by it while they are all atomic and tracked again at each registration's fresh
-        # tuple, so every young collection after one walked the whole dict (a million
-        # entries in a Linear Road front-end: ~5% of its time, docs/BENCHMARKS.md).
+        # tuple, so every young collection after one walked the whole dict (150k entries
+        # late in an in-process Linear Road replay, whose collector share this cut from
+        # 9.1% to 6.4%: docs/BENCHMARKS.md).
         self._entry_owner: dict[int, int] = {}
         self._join_entries: set[int] = set()
         self._next_tid = 0
