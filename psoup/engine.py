@@ -58,7 +58,8 @@ from stems.query_stem import QuerySteM
 
 RIGHTS = ("read", "write")  # what a stream's owner may grant another client
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-_SRC_BITS, _SRC_MASK = 4, 15  # an entry's source stream within its query (Engine._entry_owner)
+_SRC_BITS = 4  # an entry's source stream within its query: the low bits of Engine._entry_owner
+_SRC_MASK = (1 << _SRC_BITS) - 1
 
 
 @dataclass
