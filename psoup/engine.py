@@ -14,6 +14,7 @@ invoke:   NOW and window -> visible seq range -> strategy rows -> project / aggr
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import json
@@ -176,19 +177,38 @@ class QueryRows(Sequence):
         q.catalog_json = json.dumps(list(cls._row(q)))
         return q.catalog_json
 
-    def encoded(self) -> list[str]:
-        """Each row as a JSON array, encoded once per query and kept on it, so a
-        checkpoint encodes only the queries no earlier one held and that were not
-        encoded when registered: O(queries) of lookups plus O(those) of encoding. The
-        writer runs beside the engine thread, and every row it encodes holds the
-        interpreter lock the engine needs."""
+    def encoded(self, start: int = 0, stop: int | None = None) -> list[str]:
+        """Rows ``start`` .. ``stop - 1``, each as a JSON array, encoded once per query
+        and kept on it, so a checkpoint encodes only the queries no earlier one held and
+        that were not encoded when registered: O(rows) of lookups plus O(those) of
+        encoding. The writer runs beside the engine thread, and every row it encodes
+        holds the interpreter lock the engine needs."""
         out = []
-        for q in self._queries:
+        for q in self._queries[start:stop]:
             js = q.catalog_json
             if js is None:
                 js = self.encode(q)
             out.append(js)
         return out
+
+    def pages(self, page_qids: int) -> list[tuple[int, int, int, int]]:
+        """The rows grouped by ``qid // page_qids``: ``(page, start, stop, last qid)``
+        for each page that holds any, in order. Query ids grow with registration and are
+        never reused, so a page's (rows, last qid) changes whenever a query joins it or
+        leaves it: a page with the same pair in an earlier image holds the same rows.
+        O(pages x log queries): a binary search per page, no walk over the rows."""
+        out, start, n = [], 0, len(self._queries)
+        while start < n:
+            page = self._queries[start].qid // page_qids
+            stop = bisect.bisect_left(self._queries, (page + 1) * page_qids, lo=start,
+                                      key=_qid)  # fmt: skip
+            out.append((page, start, stop, self._queries[stop - 1].qid))
+            start = stop
+        return out
+
+
+def _qid(q: Query) -> int:
+    return q.qid
 
 
 def template_id(text: str) -> str:

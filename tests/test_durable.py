@@ -244,7 +244,7 @@ def test_a_growing_stream_links_its_unchanged_runs_and_reads_back_whole(
         sizes = {p.name: p.stat().st_size for p in where.iterdir()}
         assert stats.bytes_linked == sum(sizes[name] for name in links)
         assert stats.bytes_written == sum(v for name, v in sizes.items() if name not in links)
-        assert set(stats.parts) == {"streams", "states", "catalog"}
+        assert set(stats.parts) == {"streams", "states", "queries", "catalog"}
         entries = json.loads((where / "catalog.json").read_text())["streams"][0]["files"]
         skipped += sum(
             1 for e in entries if e["skip"] and before.get(e["file"]) == files[e["file"]]
@@ -275,42 +275,108 @@ def test_a_name_reserved_since_it_was_stored_still_comes_back(tmp_path: Path, cl
     back.close()
 
 
-def _catalog(catalog: dict, queries) -> bytes:
-    return b"".join(checkpoint._catalog_json(catalog, queries))
+TEXT = "SELECT v FROM s WHERE v = :v BEGIN 0 END NOW"
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 7])
-def test_the_catalog_holds_every_query_as_registered(n, monkeypatch) -> None:
-    """A checkpoint's catalog lists the engine's queries in registration order, with the
-    fields they were registered with; rows encoded for an earlier checkpoint (kept on
-    the query) are the same as fresh ones, and only new queries are encoded again. It is
-    written in pieces of a few rows here (a piece's boundary falls inside the list)."""
-    monkeypatch.setattr(checkpoint, "CATALOG_CHUNK_ROWS", 3)
+def _row(i: int) -> list:
+    """The catalog row of query ``h{i}`` as ``_register`` makes it."""
+    return [f"h{i}", TEXT, {"v": i}, None if i % 2 else f"c{i}", 1000.0 + i]
+
+
+def _register(db: Engine, i: int) -> None:
+    db.restore_query(*_row(i))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_query_pages_hold_every_query_and_link_those_no_query_left_or_joined(
+    tmp_path: Path, monkeypatch, seed
+) -> None:
+    """A checkpoint's query pages hold the engine's queries in registration order, with
+    the fields they were registered with, across random registrations and
+    unregistrations; a page no query joined or left since the checkpoint before is a
+    link to its file there (same inode), and every other page is written anew. A query's
+    row is encoded once in its life (kept on the query) and only pages written are
+    joined. Pages of 3 ids here, so that one checkpoint holds many."""
+    monkeypatch.setattr(checkpoint, "QUERY_PAGE_QIDS", 3)
+    rng = random.Random(seed)
     db = Engine()
     db.create_stream("s", {"v": "int", "t": "int"}, time="t")
+    reuse, live, n, before, linked, rewritten = checkpoint.Reuse(), [], 0, {}, 0, 0
+    encoded: dict[str, str] = {}
+    for lsn in range(1, 16):
+        for _ in range(rng.randrange(0, 8)):
+            if live and rng.random() < 0.4:
+                db.unregister(f"h{live.pop(rng.randrange(len(live)))}")
+            else:
+                _register(db, n)
+                live.append(n)
+                n += 1
+        done = checkpoint.write(tmp_path, lsn, db.capture(), reuse)
+        back = checkpoint.read(done.path)
+        assert [list(q) for q in back.queries] == [_row(i) for i in sorted(live)]
+        pages: dict[str, list[int]] = {}  # file -> the queries its page holds
+        for i in sorted(live):
+            pages.setdefault(f"queries-{db.queries[f'h{i}'].qid // 3:08d}.json", []).append(i)
+        files = {p.name: p.stat() for p in done.path.glob("queries-*.json")}
+        assert set(files) == set(pages)  # one file per page that holds a query
+        links = set()
+        for name, stat in files.items():
+            was = before.get(name)
+            if was is not None and was[1] == pages[name]:
+                assert stat.st_ino == was[0], f"{name} is unchanged but was written again"
+                links.add(name)
+            else:
+                assert was is None or stat.st_ino != was[0], f"{name} changed but was linked"
+                rewritten += was is not None
+        linked += len(links)
+        assert done.bytes_linked == sum(files[name].st_size for name in links)
+        before = {name: (stat.st_ino, pages[name]) for name, stat in files.items()}
+        for q in db.queries.values():
+            assert encoded.setdefault(q.handle, q.catalog_json) is q.catalog_json
+        checkpoint.remove_before(tmp_path, lsn)
+    assert linked >= 3 and rewritten >= 1, (linked, rewritten)
 
-    def register(i: int) -> None:
-        owner = None if i % 2 else f"c{i}"
-        db.restore_query(f"h{i}", "SELECT v FROM s WHERE v = :v BEGIN 0 END NOW", {"v": i},
-                         owner, 1000.0 + i)  # fmt: skip
 
-    catalog = {"lsn": 7, "next_tid": 9, "streams": [{"name": "s"}], "states": {}}
-    for i in range(n):
-        register(i)
-    first = db.capture().queries
-    got = json.loads(_catalog(catalog, first))
-    assert got == {**catalog, "queries": [list(q) for q in first]}
-    assert got["queries"] == json.loads(_catalog(catalog, iter(first)))["queries"]
-    kept = {q.handle: q.catalog_json for q in db.queries.values()}
-    assert all(kept.values()) and len(kept) == n
-    for i in range(n, 2 * n + 1):
-        register(i)
-    again = json.loads(_catalog(catalog, db.capture().queries))["queries"]
-    assert [q[0] for q in again] == [f"h{i}" for i in range(2 * n + 1)]
-    text = "SELECT v FROM s WHERE v = :v BEGIN 0 END NOW"
-    assert again == [[f"h{i}", text, {"v": i}, None if i % 2 else f"c{i}", 1000.0 + i]
-                     for i in range(2 * n + 1)]  # fmt: skip
-    assert all(q.catalog_json is kept[q.handle] for q in db.queries.values() if q.handle in kept)
+def test_an_image_read_back_is_written_as_one_page(tmp_path: Path) -> None:
+    """Rows that are not an engine's (an image read back) are written as one page and
+    read back the same."""
+    db = Engine()
+    db.create_stream("s", {"v": "int", "t": "int"}, time="t")
+    for i in range(5):
+        _register(db, i)
+    first = checkpoint.write(tmp_path / "a", 1, db.capture())
+    img = checkpoint.read(first.path)
+    again = checkpoint.read(checkpoint.write(tmp_path / "b", 1, img).path)
+    assert [list(q) for q in again.queries] == [_row(i) for i in range(5)]
+    assert [p.name for p in (tmp_path / "b").glob("*/queries-*")] == ["queries-all.json"]
+
+
+def test_a_checkpoint_with_queries_in_its_catalog_is_still_read(tmp_path: Path) -> None:
+    """A checkpoint of an earlier version holds its queries in catalog.json
+    ("queries"); it is read back with them."""
+    db = Engine()
+    db.create_stream("s", {"v": "int", "t": "int"}, time="t")
+    for i in range(3):
+        _register(db, i)
+    where = checkpoint.write(tmp_path, 1, db.capture()).path
+    catalog = json.loads((where / "catalog.json").read_text())
+    for entry in catalog.pop("query_pages"):
+        (where / entry["file"]).unlink()
+    catalog["queries"] = [_row(i) for i in range(3)]
+    (where / "catalog.json").write_text(json.dumps(catalog))
+    assert [list(q) for q in checkpoint.read(where).queries] == [_row(i) for i in range(3)]
+
+
+def test_a_query_page_short_of_its_rows_is_named_as_damaged(tmp_path: Path) -> None:
+    db = Engine()
+    db.create_stream("s", {"v": "int", "t": "int"}, time="t")
+    for i in range(3):
+        _register(db, i)
+    where = checkpoint.write(tmp_path, 1, db.capture()).path
+    (page,) = where.glob("queries-*.json")
+    page.write_text(json.dumps([_row(0)]))
+    with pytest.raises(ValueError, match=f"{page.name} holds 1 queries, the catalog says 3"):
+        checkpoint.read(where)
 
 
 def test_a_checkpoint_written_before_run_files_is_still_read(tmp_path: Path) -> None:
@@ -500,7 +566,8 @@ def test_a_durable_engine_encodes_a_querys_catalog_row_when_it_is_registered(
     assert all(rows.values())
     encoded = []
     monkeypatch.setattr(json, "dumps", lambda *a, **k: encoded.append(a) or _dumps(*a, **k))
-    got = json.loads(_catalog({"lsn": 1}, db.capture().queries))["queries"]
+    where = checkpoint.write(tmp_path / "ck", 1, db.capture()).path
+    got = [list(q) for q in checkpoint.read(where).queries]
     assert [json.loads(rows[h]) for h in handles] == got
     assert [q[0] for q in got] == handles
     assert not [a for a in encoded if isinstance(a[0], list)]  # no row encoded again

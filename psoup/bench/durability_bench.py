@@ -10,6 +10,11 @@
    standing equality queries, built in a durable engine and closed; then opened again
    (checkpoint loaded, queries registered, rows run through the ingest path to rebuild
    the results), and again after a crash that leaves 64 MB of log past the checkpoint.
+3. A checkpoint against registered queries: an engine holding 10,000 to 300,000
+   standing queries registers 1,000 more (a checkpoint interval's worth in a Linear
+   Road run) and is checkpointed, linking the query pages no query joined or left;
+   beside it, the same image written with nothing to link (every page, as a checkpoint
+   wrote the whole catalog before pages). Three rounds, the median reported.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from psoup.bench.core import Section
 from psoup.bench.grpc_bench import EQ_QUERY, _load
 from psoup.bench.grpc_load import EQ_DOMAIN, SCHEMA
 from psoup.server import ServerConfig, start_server
+from psoup.storage import checkpoint
 
 MODES = ("in memory", "batch", "interval=10", "off")
 
@@ -154,17 +160,65 @@ def recovery_times(sizes: list[int], n_queries: int, seed: int, tail_rows: int) 
     return sec
 
 
+def checkpoint_by_queries(sizes: list[int], new: int, rounds: int = 3) -> Section:
+    """A checkpoint's query part (bytes and seconds) against registered queries: linked
+    pages (what the server does) beside every page written (nothing to link)."""
+    sec = Section(
+        f"A checkpoint's queries against registered queries ({new:,} new since the last)",
+        ["queries", "paged MB written", "paged MB linked", "paged s", "whole MB written",
+         "whole s", "paged / whole s"],
+    )  # fmt: skip
+    for n in tqdm(sizes, desc="registered queries", leave=False):
+        with tempfile.TemporaryDirectory(prefix="psoup-bench-ckq-") as tmp:
+            db = psoup.connect(Path(tmp) / "d", sync="off")
+            db.create_stream("r", SCHEMA, time="t")
+            for c in range(n):
+                db.register(EQ_QUERY, params={"c": c})
+            db.storage.checkpoint()
+            paged, whole = [], []
+            for r in range(rounds):
+                for c in range(n + r * new, n + (r + 1) * new):
+                    db.register(EQ_QUERY, params={"c": c})
+                db.storage.checkpoint()
+                st = db.storage.last_checkpoint
+                paged.append((st.parts["queries"], st.bytes_written, st.bytes_linked))
+                start = time.perf_counter()
+                done = checkpoint.write(Path(tmp) / f"whole{r}", 1, db.capture())
+                whole.append((time.perf_counter() - start, done.bytes_written))
+                shutil.rmtree(Path(tmp) / f"whole{r}")
+            db.close()
+        (p_s, p_w, p_l), (w_s, w_w) = _median(paged), _median(whole)
+        sec.rows.append([n, p_w / 1e6, p_l / 1e6, p_s, w_w / 1e6, w_s, p_s / w_s])
+    sec.notes.append(
+        f"Equality queries ({EQ_QUERY!r}, one parameter each) in a durable engine with no "
+        f"rows; {new:,} registered before each timed checkpoint. 'paged': the "
+        "checkpoint's own query part (the pages written or linked, "
+        "psoup/storage/checkpoint.py), its bytes including the small catalog and stream "
+        "files; 'whole': the same engine's image written with nothing to link, whose "
+        "time also counts the streams' and catalog's files (a few KB). The median of "
+        f"{rounds} rounds."
+    )
+    return sec
+
+
+def _median(runs: list[tuple]) -> tuple:
+    """The run with the median first field."""
+    return sorted(runs)[len(runs) // 2]
+
+
 def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
     """Run both parts; print tables; write BENCHMARKS.md's durability section and plot."""
     if quick:
         sections = [
             ingest_by_sync(256, 100_000, [8192], seed),
             recovery_times([100_000, 300_000], 1024, seed, 100_000),
+            checkpoint_by_queries([10_000, 30_000], 1_000),
         ]
     else:
         sections = [
             ingest_by_sync(1024, 10_000_000, [1024, 8192], seed, runs=3),
             recovery_times([1_000_000, 5_000_000, 25_000_000], 65_536, seed, 4_000_000),
+            checkpoint_by_queries([10_000, 100_000, 300_000], 1_000),
         ]
     where = machine.describe()
     command = "psoup bench durability" + (" --quick" if quick else "")

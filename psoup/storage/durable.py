@@ -141,7 +141,7 @@ class DataDir:
         self._since = 0  # log bytes written since the last checkpoint was captured
         self.on_checkpoint = None  # called with each checkpoint's CheckpointStats
         self._writer: threading.Thread | None = None  # a checkpoint being written
-        self._files: dict = {}  # stream -> its run files in the last checkpoint (to link)
+        self._reuse = checkpoint.Reuse()  # what the last checkpoint wrote (to link)
         self.last_checkpoint: CheckpointStats | None = None
         self.path.mkdir(parents=True, exist_ok=True)
         self.log: Log | None = None
@@ -204,7 +204,7 @@ class DataDir:
 
     def _write_checkpoint(self, lsn: int, img) -> None:
         start = time.perf_counter()
-        done = checkpoint.write(self.checkpoints, lsn, img, self._files)
+        done = checkpoint.write(self.checkpoints, lsn, img, self._reuse)
         held = img.seconds
         del img
         written = time.perf_counter()
