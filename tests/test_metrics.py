@@ -109,7 +109,7 @@ def test_each_checkpoint_is_logged_with_what_it_wrote(tmp_path: Path, capsys) ->
     done = [x for x in lines if x["event"] == "checkpoint"]
     assert len(done) >= 2  # at least one in the background, and the stop's
     assert [x["lsn"] for x in done] == sorted({x["lsn"] for x in done})
-    assert all(set(x["parts"]) == {"streams", "states", "catalog"} for x in done)
+    assert all(set(x["parts"]) == {"streams", "states", "queries", "catalog"} for x in done)
     assert all(x["hold_seconds"] >= 0 and x["bytes_written"] > 0 for x in done)
     (last,) = (data / "checkpoints").iterdir()
     assert int(last.name, 16) == done[-1]["lsn"]

@@ -38,7 +38,8 @@ def add_parsers(sub) -> None:
         "linear-road: the largest speed-up at which every answer is right and on time; "
         "history: hydrating a generated 25-million-row toll history with Spark, the "
         "server's memory after it and the daily-expenditure invoke time; durability: "
-        "ingest by sync mode against memory, recovery time against retained data; overload: "
+        "ingest by sync mode against memory, recovery time against retained data, a "
+        "checkpoint's cost against registered queries; overload: "
         "clients flooding the server with ingest beside another client's invokes; scale: "
         "the sharded engine on Ray (1 and 2 shards) beside one engine, the hop's cost, a "
         "capacity model",
