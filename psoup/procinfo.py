@@ -48,6 +48,33 @@ def steal_seconds(stat: str | None = None) -> tuple[float, float]:
         return 0.0, 0.0
 
 
+def disk_writes(diskstats: str | None = None, disks: set[str] | None = None) -> tuple[int, int]:
+    """(writes completed, ms spent on them): summed over this machine's disks since
+    boot, from /proc/diskstats (read when ``diskstats`` is not given) for the whole
+    disks in /sys/block (``disks`` when given) that are not loop, RAM or zram devices;
+    (0, 0) where /proc is missing. Between two readings, ms per write is how long a write
+    took on average: a disk whose host stalls it (a virtual machine's) shows it there,
+    and every ``fdatasync`` waits behind it."""
+    try:
+        if disks is None:
+            disks = {
+                d for d in os.listdir("/sys/block") if not d.startswith(("loop", "ram", "zram"))
+            }
+        if diskstats is None:
+            with open("/proc/diskstats") as f:
+                diskstats = f.read()
+        writes = ms = 0
+        for line in diskstats.splitlines():
+            fields = line.split()
+            # major minor name reads rmerged rsectors rms writes wmerged wsectors wms ...
+            if len(fields) >= 11 and fields[2] in disks:
+                writes += int(fields[7])
+                ms += int(fields[10])
+        return writes, ms
+    except (OSError, ValueError):
+        return 0, 0
+
+
 #: Where this machine's kernel counts the free memory it has handed back to its host
 #: (free page reporting, on a virtual machine whose host takes freed pages back).
 REPORTED_KIB = "/sys/module/page_reporting/parameters/reported_kib"

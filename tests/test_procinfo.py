@@ -1,4 +1,5 @@
-"""psoup.procinfo: the machine's steal time, read from /proc/stat's first line."""
+"""psoup.procinfo: the machine's steal time, read from /proc/stat's first line, and its
+disks' writes, read from /proc/diskstats."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from psoup.procinfo import reported_kib, steal_seconds
+from psoup.procinfo import disk_writes, reported_kib, steal_seconds
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -43,3 +44,33 @@ def test_reported_memory_reads_the_kernels_count_or_none(tmp_path: Path) -> None
     assert reported_kib(str(tmp_path / "absent")) is None
     here = reported_kib()  # this machine's kernel: a count, or none kept
     assert here is None or here >= 0
+
+
+DISKSTATS = """\
+   7       0 loop0 10 0 80 3 50 0 400 900 0 5 6 0 0 0 0 0 0
+ 254       0 vda 309205 29286 17146042 9497598 2908739 579497 243006448 1153454 0 590584 1
+ 254       1 vda1 100 0 800 30 2000 0 16000 700 0 40 730
+ 253       0 zram0 5 0 40 0 7 0 56 1 0 1 1
+ 259       0 nvme0n1 10 0 80 5 300 2 2400 45 0 50 50
+"""
+
+
+def test_disk_writes_sum_the_whole_disks_writes_and_their_ms() -> None:
+    # Fields: major minor name, then reads, merged, sectors, ms, writes, merged, sectors,
+    # ms, ...: the 8th and 11th of the line. Partitions (vda1) and devices not named are
+    # left out, so a write is not counted twice.
+    assert disk_writes(DISKSTATS, {"vda", "nvme0n1"}) == (2_908_739 + 300, 1_153_454 + 45)
+    assert disk_writes(DISKSTATS, {"vda"}) == (2_908_739, 1_153_454)
+    assert disk_writes("", {"vda"}) == (0, 0)
+    assert disk_writes(" 254 0 vda 1 2 x\n", {"vda"}) == (0, 0)
+
+
+@pytest.mark.skipif(not Path("/proc/diskstats").exists(), reason="no /proc on this system")
+def test_this_machines_disks_are_found_and_their_counts_only_grow(tmp_path: Path) -> None:
+    writes0, ms0 = disk_writes()
+    with open(tmp_path / "f", "wb") as f:  # a write forced to the disk
+        f.write(b"x" * 4096)
+        f.flush()
+        os.fsync(f.fileno())
+    writes1, ms1 = disk_writes()
+    assert writes1 >= writes0 >= 0 and ms1 >= ms0 >= 0

@@ -215,7 +215,9 @@ def run(
         "The ten slowest simulated seconds (slowest answer; the server's largest queue and "
         "CPU share while it was answered; the largest share of the machine's CPU time its "
         "host took meanwhile, steal, when every process of a virtual machine is stalled "
-        "at once; how late the driver sent that second's batch and how long after it was "
+        "at once; the machine's disks' largest mean ms per write meanwhile, which every "
+        "fsync of a durable server waits behind (~0.1 ms when nothing stalls them); how "
+        "late the driver sent that second's batch and how long after it was "
         "acknowledged, in wall ms: balance and daily requests wait for that ack):",
         "",
         report.markdown_table(
@@ -226,6 +228,7 @@ def run(
                 "queue",
                 "server CPU",
                 "machine steal",
+                "disk ms per write",
                 "sent late ms",
                 "acked after ms",
             ],
@@ -237,6 +240,7 @@ def run(
                     int(w["queue"]),
                     f"{w['cpu']:.0%}",
                     f"{w['steal']:.0%}",
+                    f"{w['disk_ms']:.1f}",
                     round(w["lag_ms"]),
                     round(w["ack_ms"]),
                 ]
