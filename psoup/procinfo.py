@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 
 def rss_bytes() -> int:
@@ -48,13 +49,22 @@ def steal_seconds(stat: str | None = None) -> tuple[float, float]:
         return 0.0, 0.0
 
 
-def disk_writes(diskstats: str | None = None, disks: set[str] | None = None) -> tuple[int, int]:
-    """(writes completed, ms spent on them): summed over this machine's disks since
-    boot, from /proc/diskstats (read when ``diskstats`` is not given) for the whole
-    disks in /sys/block (``disks`` when given) that are not loop, RAM or zram devices;
-    (0, 0) where /proc is missing. Between two readings, ms per write is how long a write
-    took on average: a disk whose host stalls it (a virtual machine's) shows it there,
-    and every ``fdatasync`` waits behind it."""
+class DiskCounts(NamedTuple):
+    """Counts of this machine's disks since boot (/proc/diskstats), summed over them."""
+
+    writes: int  # writes completed
+    write_ms: int  # ms the completed writes took, each from queued to done
+    busy_ms: int  # ms during which any request was in flight
+
+
+def disk_counts(diskstats: str | None = None, disks: set[str] | None = None) -> DiskCounts:
+    """``DiskCounts`` from /proc/diskstats (read when ``diskstats`` is not given) for the
+    whole disks in /sys/block (``disks`` when given) that are not loop, RAM or zram
+    devices; zeros where /proc is missing. Between two readings: ms per write is how long
+    a write took on average, and busy ms over wall ms the share of the time the disks
+    had work. A disk its host stalls (a virtual machine's) shows both high, with few
+    bytes written: every ``fdatasync`` waits behind it. A stall that completes no write
+    shows in busy time alone."""
     try:
         if disks is None:
             disks = {
@@ -63,16 +73,18 @@ def disk_writes(diskstats: str | None = None, disks: set[str] | None = None) -> 
         if diskstats is None:
             with open("/proc/diskstats") as f:
                 diskstats = f.read()
-        writes = ms = 0
+        writes = ms = busy = 0
         for line in diskstats.splitlines():
             fields = line.split()
-            # major minor name reads rmerged rsectors rms writes wmerged wsectors wms ...
-            if len(fields) >= 11 and fields[2] in disks:
+            # major minor name | reads merged sectors ms | writes merged sectors ms |
+            # in flight, ms doing I/O, ...
+            if len(fields) >= 13 and fields[2] in disks:
                 writes += int(fields[7])
                 ms += int(fields[10])
-        return writes, ms
+                busy += int(fields[12])
+        return DiskCounts(writes, ms, busy)
     except (OSError, ValueError):
-        return 0, 0
+        return DiskCounts(0, 0, 0)
 
 
 #: Where this machine's kernel counts the free memory it has handed back to its host

@@ -68,6 +68,6 @@ def test_sample20_answers_are_right_and_on_time(tmp_path: Path) -> None:
     # machine of its own), shown in the summary's table.
     assert all(0.0 <= w["steal"] <= 1.0 for w in summary.slowest)
     assert "steal" in summary.table()
-    # And the disks' mean ms per write (0 where no write completed while it was sampled).
-    assert all(w["disk_ms"] >= 0.0 for w in summary.slowest)
+    # And the disks' busy share and mean ms per write (0 where no write completed).
+    assert all(0.0 <= w["disk_busy"] <= 1.0 and w["disk_ms"] >= 0.0 for w in summary.slowest)
     assert "ms/write" in summary.table()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from psoup.procinfo import disk_writes, reported_kib, steal_seconds
+from psoup.procinfo import DiskCounts, disk_counts, reported_kib, steal_seconds
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -55,22 +55,23 @@ DISKSTATS = """\
 """
 
 
-def test_disk_writes_sum_the_whole_disks_writes_and_their_ms() -> None:
+def test_disk_counts_sum_the_whole_disks_writes_their_ms_and_busy_ms() -> None:
     # Fields: major minor name, then reads, merged, sectors, ms, writes, merged, sectors,
-    # ms, ...: the 8th and 11th of the line. Partitions (vda1) and devices not named are
-    # left out, so a write is not counted twice.
-    assert disk_writes(DISKSTATS, {"vda", "nvme0n1"}) == (2_908_739 + 300, 1_153_454 + 45)
-    assert disk_writes(DISKSTATS, {"vda"}) == (2_908_739, 1_153_454)
-    assert disk_writes("", {"vda"}) == (0, 0)
-    assert disk_writes(" 254 0 vda 1 2 x\n", {"vda"}) == (0, 0)
+    # ms, in flight, ms doing I/O: the 8th, 11th and 13th of the line. Partitions (vda1)
+    # and devices not named are left out, so a write is not counted twice.
+    both = disk_counts(DISKSTATS, {"vda", "nvme0n1"})
+    assert both == DiskCounts(2_908_739 + 300, 1_153_454 + 45, 590_584 + 50)
+    assert disk_counts(DISKSTATS, {"vda"}) == (2_908_739, 1_153_454, 590_584)
+    assert disk_counts("", {"vda"}) == (0, 0, 0)
+    assert disk_counts(" 254 0 vda 1 2 3 4 x 6 7 8 9 10 11\n", {"vda"}) == (0, 0, 0)
 
 
 @pytest.mark.skipif(not Path("/proc/diskstats").exists(), reason="no /proc on this system")
 def test_this_machines_disks_are_found_and_their_counts_only_grow(tmp_path: Path) -> None:
-    writes0, ms0 = disk_writes()
+    before = disk_counts()
     with open(tmp_path / "f", "wb") as f:  # a write forced to the disk
         f.write(b"x" * 4096)
         f.flush()
         os.fsync(f.fileno())
-    writes1, ms1 = disk_writes()
-    assert writes1 >= writes0 >= 0 and ms1 >= ms0 >= 0
+    after = disk_counts()
+    assert all(a >= b >= 0 for a, b in zip(after, before, strict=True))

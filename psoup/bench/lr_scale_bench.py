@@ -215,8 +215,10 @@ def run(
         "The ten slowest simulated seconds (slowest answer; the server's largest queue and "
         "CPU share while it was answered; the largest share of the machine's CPU time its "
         "host took meanwhile, steal, when every process of a virtual machine is stalled "
-        "at once; the machine's disks' largest mean ms per write meanwhile, which every "
-        "fsync of a durable server waits behind (~0.1 ms when nothing stalls them); how "
+        "at once; the largest share of the time the machine's disks were busy meanwhile "
+        "and their largest mean ms per write, which every fsync of a durable server waits "
+        "behind (~0.1 ms a write when nothing stalls them; a stall of the host's disk "
+        "shows as ~100% busy with few writes done); how "
         "late the driver sent that second's batch and how long after it was "
         "acknowledged, in wall ms: balance and daily requests wait for that ack):",
         "",
@@ -228,7 +230,7 @@ def run(
                 "queue",
                 "server CPU",
                 "machine steal",
-                "disk ms per write",
+                "disk busy, ms per write",
                 "sent late ms",
                 "acked after ms",
             ],
@@ -240,7 +242,7 @@ def run(
                     int(w["queue"]),
                     f"{w['cpu']:.0%}",
                     f"{w['steal']:.0%}",
-                    f"{w['disk_ms']:.1f}",
+                    f"{w['disk_busy']:.0%}, {w['disk_ms']:.1f}",
                     round(w["lag_ms"]),
                     round(w["ack_ms"]),
                 ]

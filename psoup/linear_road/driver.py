@@ -37,7 +37,7 @@ from psoup.linear_road.check import CONVENTION_FILE, CSV_BLOCK, DEADLINES, FILES
 from psoup.linear_road.network import REPORT_FIELDS
 from psoup.linear_road.streams import ALL_ALERTS, ALL_TOLLS
 from psoup.linear_road.vehicle import Fleet, Vehicle, prepare_queries
-from psoup.procinfo import disk_writes, rss_bytes, settle_reporting, steal_seconds
+from psoup.procinfo import disk_counts, rss_bytes, settle_reporting, steal_seconds
 from psoup.progress import progress_bar
 
 # How the driver (and the benchmarks) start their server. Without authentication every
@@ -96,13 +96,14 @@ class Summary:
         if self.slowest:
             lines.append(
                 "slowest simulated seconds (response; server queue; server CPU; machine "
-                "steal; disk ms per write; send lag; ack):"
+                "steal; disk busy, ms per write; send lag; ack):"
             )
             for w in self.slowest:
                 lines.append(
                     f"  t={int(w['second']):>6}  {int(w['response']):>3} s ({w['kind']})"
                     f"  queue {int(w['queue']):>3} batches  server CPU {w['cpu']:>4.0%}"
-                    f"  steal {w['steal']:>4.0%}  disk {w['disk_ms']:>5.1f} ms/write"
+                    f"  steal {w['steal']:>4.0%}  disk {w['disk_busy']:>4.0%}"
+                    f" {w['disk_ms']:>5.1f} ms/write"
                     f"  batch sent {w['lag_ms']:>6.0f} ms late, acked {w['ack_ms']:>6.0f} ms"
                     " after"
                 )
@@ -270,8 +271,8 @@ class Replay:
     requests, per simulated second the lag of its batch behind schedule (ms), the
     server's queue depth and CPU share sampled while it ran (by simulated second), the
     wall ms from sending its batch to the batch's ack, the machine's steal share and its
-    disks' ms per write, and the driver's own largest resident memory during the
-    replay."""
+    disks' busy share and ms per write, and the driver's own largest resident memory
+    during the replay."""
 
     answers: _AnswerFiles
     seconds: float
@@ -289,14 +290,16 @@ class Replay:
     # Per simulated second, the largest share of the machine's CPU time its host took
     # (steal, sampled with the queue): a virtual machine stalled from outside.
     steal: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    # Per simulated second, the largest mean ms per write of the machine's disks (sampled
-    # with the queue): a disk stalled from outside, which every fsync waits behind.
+    # Per simulated second, the largest share of the time the machine's disks were busy
+    # and their largest mean ms per write, over the samples that cover it (taken with the
+    # queue): a disk stalled from outside, which every fsync waits behind.
+    disk_busy: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     disk_ms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
 
     def slowest(self, n: int = 10) -> list[dict[str, float]]:
         """The ``n`` simulated seconds with the slowest answers: the second, its slowest
         response and kind, the largest server queue, server CPU share, machine steal
-        share and disk ms per write sampled while it was being answered, how late its
+        share, disk busy share and ms per write sampled while it was being answered, how late its
         batch was sent and how long its ack took (wall ms; a balance or daily request
         waits for its second's ack before its call)."""
         worst: dict[int, tuple[int, str]] = {}
@@ -322,6 +325,7 @@ class Replay:
                     "queue": float(self.queue[span].max(initial=0)),
                     "cpu": float(self.cpu[span].max(initial=0)),
                     "steal": float(self.steal[span].max(initial=0)),
+                    "disk_busy": float(self.disk_busy[span].max(initial=0)),
                     "disk_ms": float(self.disk_ms[span].max(initial=0)),
                     "lag_ms": float(self.send_lag_ms[s]) if s < len(self.send_lag_ms) else 0.0,
                     "ack_ms": float(self.ack_ms[s]) if s < len(self.ack_ms) else 0.0,
@@ -366,7 +370,8 @@ def replay(
     queue_at = np.zeros(last + 1, dtype=np.int32)
     cpu_at = np.zeros(last + 1, dtype=np.float32)
     steal_at = np.zeros(last + 1, dtype=np.float32)
-    disk_at = np.zeros(last + 1, dtype=np.float32)
+    disk_busy_at = np.zeros(last + 1, dtype=np.float32)
+    disk_ms_at = np.zeros(last + 1, dtype=np.float32)
 
     def emit() -> int:
         return int((time.monotonic() - clock["start"]) * speedup)
@@ -418,11 +423,12 @@ def replay(
 
     def sample() -> None:
         # The server's queue and CPU share, twice a simulated second at most; the share
-        # of the machine's CPU time its host took (steal); its disks' ms per write; and
-        # this process's own memory.
+        # of the machine's CPU time its host took (steal); its disks' busy share and ms
+        # per write, given to every second since the sample before (a stall can hold
+        # this loop up, in its stats call, for seconds); and this process's own memory.
         cpu0, w0 = (server_cpu() if server_cpu else 0.0), time.monotonic()
         stolen0, total0 = steal_seconds()
-        writes0, write_ms0 = disk_writes()
+        disk0, dw0, ds0 = disk_counts(), time.monotonic(), 0
         while not done.wait(max(0.25, 0.5 / speedup)):
             own_rss[0] = max(own_rss[0], rss_bytes())
             s = min(emit(), last)
@@ -430,10 +436,14 @@ def replay(
             if total1 > total0:
                 steal_at[s] = max(steal_at[s], (stolen1 - stolen0) / (total1 - total0))
             stolen0, total0 = stolen1, total1
-            writes1, write_ms1 = disk_writes()
-            if writes1 > writes0:
-                disk_at[s] = max(disk_at[s], (write_ms1 - write_ms0) / (writes1 - writes0))
-            writes0, write_ms0 = writes1, write_ms1
+            disk1, dw1 = disk_counts(), time.monotonic()
+            span = slice(ds0, s + 1)
+            busy = (disk1.busy_ms - disk0.busy_ms) / max((dw1 - dw0) * 1e3, 1e-9)
+            disk_busy_at[span] = np.maximum(disk_busy_at[span], min(busy, 1.0))
+            if disk1.writes > disk0.writes:
+                ms = (disk1.write_ms - disk0.write_ms) / (disk1.writes - disk0.writes)
+                disk_ms_at[span] = np.maximum(disk_ms_at[span], ms)
+            disk0, dw0, ds0 = disk1, dw1, s
             try:
                 depth = int(client.stats(timeout=5)["queue_depth"])
             except PSoupRpcError:
@@ -603,7 +613,8 @@ def replay(
         counters.retried,
         ack_ms,
         steal_at,
-        disk_at,
+        disk_busy_at,
+        disk_ms_at,
     )
 
 
