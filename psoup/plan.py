@@ -35,11 +35,11 @@ class Plan:
         # and lists, no defaultdicts or generators. O(factors).
         self.spec = spec
         self.streams = tuple(src.stream for src in spec.sources)
-        self.schemas = tuple(schemas[s] for s in self.streams)
+        self.schemas: tuple[Schema, ...] | None = tuple(schemas[s] for s in self.streams)
         n = len(self.streams)
         consts: list[dict[str, list[tuple[str, object]]]] = [{} for _ in range(n)]
         pairs: list[list[PairTest]] = [[] for _ in range(n)]
-        self.joins: list[JoinFactor] = []
+        joins: list[JoinFactor] = []
         for f in spec.factors:
             if isinstance(f, Compare):
                 consts[f.col.source].setdefault(f.col.attr, []).append((f.op, f.value))
@@ -49,12 +49,18 @@ class Plan:
                 if f.left.source == f.right.source:
                     pairs[f.left.source].append(PairTest(f.left.attr, f.op, f.right.attr, f.offset))
                 else:
-                    self.joins.append(JoinFactor(f.left, f.op, f.right, f.offset))
+                    joins.append(JoinFactor(f.left, f.op, f.right, f.offset))
             else:  # pragma: no cover - the binder produces only these
                 raise TypeError(f"unknown factor {f!r}")
-        self._consts = consts
-        self._pairs = [tuple(p) for p in pairs]
+        self.joins: tuple[JoinFactor, ...] = tuple(joins)
+        self._consts: list | None = consts
+        self._pairs: list | None = [tuple(p) for p in pairs]
         self.local = [self._fold(i, None) for i in range(n)]
+        if n == 1:
+            # What ``substitute`` folds from is a join's only: a plan lives as long as
+            # its query, and these are ~6 of the ~20 objects a registered selection
+            # held, each one more for the collector to walk (psoup/heap.py).
+            self.schemas = self._consts = self._pairs = None
 
     @property
     def is_join(self) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -126,12 +126,8 @@ class PairTest:
 class LocalPredicate:
     """The AND of attribute constraints and same-tuple pair tests over one stream."""
 
-    constraints: tuple[AttrConstraint, ...] = ()
+    constraints: tuple[AttrConstraint, ...] = ()  # one per attribute
     pairs: tuple[PairTest, ...] = ()
-    _by_attr: dict[str, AttrConstraint] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_attr", {c.attr: c for c in self.constraints})
 
     @property
     def unsatisfiable(self) -> bool:
@@ -143,7 +139,12 @@ class LocalPredicate:
         return not self.pairs and not any(c.bounded or c.excluded for c in self.constraints)
 
     def constraint(self, attr: str) -> AttrConstraint | None:
-        return self._by_attr.get(attr)
+        """``attr``'s constraint, or None. O(constraints): a scan of a few, where a map
+        by attribute was one more object per standing query, kept as long as it."""
+        for c in self.constraints:
+            if c.attr == attr:
+                return c
+        return None
 
     def access(self) -> AttrConstraint | None:
         """The constraint an index should look up first: the most selective bounded one."""
@@ -157,7 +158,7 @@ class LocalPredicate:
         interval constraint on ``attr`` stay in the rest.
         """
         rest = [c for c in self.constraints if c.attr != attr]
-        c = self._by_attr.get(attr)
+        c = self.constraint(attr)
         if c is not None and c.points is None and c.excluded:
             rest.append(AttrConstraint(attr, excluded=c.excluded))
         return LocalPredicate(tuple(rest), self.pairs)
