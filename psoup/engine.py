@@ -19,6 +19,7 @@ import functools
 import hashlib
 import json
 import math
+import operator
 import secrets
 import threading
 import time
@@ -201,14 +202,10 @@ class QueryRows(Sequence):
         while start < n:
             page = self._queries[start].qid // page_qids
             stop = bisect.bisect_left(self._queries, (page + 1) * page_qids, lo=start,
-                                      key=_qid)  # fmt: skip
+                                      key=operator.attrgetter("qid"))  # fmt: skip
             out.append((page, start, stop, self._queries[stop - 1].qid))
             start = stop
         return out
-
-
-def _qid(q: Query) -> int:
-    return q.qid
 
 
 def template_id(text: str) -> str:

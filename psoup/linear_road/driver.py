@@ -288,7 +288,8 @@ class Replay:
     # Per simulated second, wall ms from sending its batch to the batch's ack.
     ack_ms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     # Per simulated second, the largest share of the machine's CPU time its host took
-    # (steal, sampled with the queue): a virtual machine stalled from outside.
+    # (steal), over the samples that cover it (taken with the queue): a virtual machine
+    # stalled from outside.
     steal: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     # Per simulated second, the largest share of the time the machine's disks were busy
     # and their largest mean ms per write, over the samples that cover it (taken with the
@@ -299,9 +300,9 @@ class Replay:
     def slowest(self, n: int = 10) -> list[dict[str, float]]:
         """The ``n`` simulated seconds with the slowest answers: the second, its slowest
         response and kind, the largest server queue, server CPU share, machine steal
-        share, disk busy share and ms per write sampled while it was being answered, how late its
-        batch was sent and how long its ack took (wall ms; a balance or daily request
-        waits for its second's ack before its call)."""
+        share, disk busy share and ms per write sampled while it was being answered, how
+        late its batch was sent and how long its ack took (wall ms; a balance or daily
+        request waits for its second's ack before its call)."""
         worst: dict[int, tuple[int, str]] = {}
         for kind in FILES:
             t, r = self.answers.columns(kind)
@@ -423,21 +424,23 @@ def replay(
 
     def sample() -> None:
         # The server's queue and CPU share, twice a simulated second at most; the share
-        # of the machine's CPU time its host took (steal); its disks' busy share and ms
-        # per write, given to every second since the sample before (a stall can hold
-        # this loop up, in its stats call, for seconds); and this process's own memory.
+        # of the machine's CPU time its host took (steal) and its disks' busy share and
+        # ms per write, each given to every second since the sample before (a stall can
+        # hold this loop up, in its stats call, for seconds); and this process's own
+        # memory.
         cpu0, w0 = (server_cpu() if server_cpu else 0.0), time.monotonic()
         stolen0, total0 = steal_seconds()
         disk0, dw0, ds0 = disk_counts(), time.monotonic(), 0
         while not done.wait(max(0.25, 0.5 / speedup)):
             own_rss[0] = max(own_rss[0], rss_bytes())
             s = min(emit(), last)
+            span = slice(ds0, s + 1)
             stolen1, total1 = steal_seconds()
             if total1 > total0:
-                steal_at[s] = max(steal_at[s], (stolen1 - stolen0) / (total1 - total0))
+                share = (stolen1 - stolen0) / (total1 - total0)
+                steal_at[span] = np.maximum(steal_at[span], share)
             stolen0, total0 = stolen1, total1
             disk1, dw1 = disk_counts(), time.monotonic()
-            span = slice(ds0, s + 1)
             busy = (disk1.busy_ms - disk0.busy_ms) / max((dw1 - dw0) * 1e3, 1e-9)
             disk_busy_at[span] = np.maximum(disk_busy_at[span], min(busy, 1.0))
             if disk1.writes > disk0.writes:
