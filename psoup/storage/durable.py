@@ -322,11 +322,16 @@ class DataDir:
         wal.fsync_dir(dest)
         return lsn, sum(p.stat().st_size for p in where.iterdir())
 
-    def wait(self) -> None:
-        """Return once every change made so far is durable per the sync mode; raises
-        StorageError if it cannot be."""
+    @property
+    def written_lsn(self) -> int:
+        """The LSN of the last change logged (0 before any, or with no log open)."""
+        return 0 if self.log is None else self.log.written_lsn
+
+    def wait(self, lsn: int | None = None) -> None:
+        """Return once the change logged as ``lsn`` (None: every change made so far) is
+        durable per the sync mode; raises StorageError if it cannot be."""
         if self.log is not None:
-            self.log.wait(self.log.written_lsn)
+            self.log.wait(self.log.written_lsn if lsn is None else lsn)
 
     def close(self, checkpoint: bool = True) -> None:
         """Finish the checkpoint being written, write one more when the log has grown
