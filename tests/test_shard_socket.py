@@ -91,7 +91,7 @@ def test_the_next_call_runs_while_the_last_fsync_waits(served) -> None:
 
 
 def test_a_stale_call_is_answered_in_its_place(served) -> None:
-    shard, sock, fsync = served
+    shard, sock, _ = served
     wire.send(sock, (shard.epoch, [_insert(2)]))
     wire.send(sock, ("gone", [_insert(3)]))
     wire.send(sock, (shard.epoch, [_insert(4)]))
@@ -102,7 +102,7 @@ def test_a_stale_call_is_answered_in_its_place(served) -> None:
 
 
 def test_a_dropped_connection_is_served_again(served) -> None:
-    shard, sock, fsync = served
+    shard, sock, _ = served
     wire.send(sock, (shard.epoch, [_insert(2)]))
     assert wire.recv(sock)[0] == "ok"
     sock.close()
