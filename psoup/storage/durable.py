@@ -38,7 +38,7 @@ from psoup.storage import checkpoint
 from psoup.storage import log as wal
 from psoup.storage.arrow import to_arrow, to_numpy
 from psoup.storage.log import Log, Sync
-from psoup.storage.records import Record, decode, encode
+from psoup.storage.records import Record, decode, encode, held_bytes
 
 DEFAULT_DIR_ENV = "PSOUP_DATA_DIR"
 
@@ -183,11 +183,12 @@ class DataDir:
         for lsn, payload in wal.read_log(self.wal_dir, after=after):
             engine.replay_lsn = lsn
             try:
-                apply(engine, decode(payload), self.path / "loads")
+                rec = decode(payload)
+                apply(engine, rec, self.path / "loads")
             finally:
                 engine.replay_lsn = None
             n, last = n + 1, lsn
-            self._since += len(payload)  # not in a checkpoint yet
+            self._since += held_bytes(payload, rec.columns)  # not in a checkpoint yet
         last = max(last, wal.last_lsn(self.wal_dir))
         self._since += int(self.checkpoint_phase * self.checkpoint_bytes)
         self.log = Log(self.wal_dir, last + 1, self.sync)
@@ -275,7 +276,9 @@ class DataDir:
             columns = []
         parts = encode(Record(op, fields, columns))
         lsn = self.log.append(parts)
-        self._since += sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts)
+        # As the engine holds the change, so that the log a recovery replays stays
+        # bounded by the work it is, however narrow the log writes ints.
+        self._since += held_bytes(parts[0], columns)
         if self.wait_each:
             self.log.wait(lsn)
         return load
