@@ -138,20 +138,22 @@ class Shard:
                 sender = threading.Thread(target=self._answer, args=(sock, answers),
                                           name="psoup-shard-answers", daemon=True)  # fmt: skip
                 sender.start()
-                while True:
-                    try:
-                        epoch, ops = wire.recv(sock)
-                    except (EOFError, OSError):
-                        break
-                    try:
-                        answers.put((("ok", self.run(epoch, ops)), self.written_lsn()))
-                    except StaleEpoch as exc:
-                        answers.put((("stale", str(exc)), None))
-                    # Not kept while this thread waits for the next call: its arguments
-                    # (a bulk load's share: a gigabyte).
-                    del epoch, ops
-                answers.put(None)
-                sender.join()
+                try:
+                    while True:
+                        try:
+                            epoch, ops = wire.recv(sock)
+                        except (EOFError, OSError):
+                            break
+                        try:
+                            answers.put((("ok", self.run(epoch, ops)), self.written_lsn()))
+                        except StaleEpoch as exc:
+                            answers.put((("stale", str(exc)), None))
+                        # Not kept while this thread waits for the next call: its
+                        # arguments (a bulk load's share: a gigabyte).
+                        del epoch, ops
+                finally:  # the sender ends with the connection, however it ends
+                    answers.put(None)
+                    sender.join()
 
     def _answer(self, sock, answers: queue.SimpleQueue) -> None:
         """Send ``answers``' items ((answer, LSN to be durable first) until None) in
