@@ -1,6 +1,7 @@
 """A durable shard serving its socket in this process (as it does under Ray, without
 Ray): it runs the next call while the last one's fsync is under way, and still sends
-every answer in order and only once the changes before it are on disk.
+every answer in order and only once the changes before it are on disk; a shard whose
+log cannot be forced ends its process instead of answering.
 
 The log's fsync is held at a gate here: a disk cannot be made slow on cue otherwise.
 """
@@ -117,3 +118,44 @@ def test_a_dropped_connection_is_served_again(served) -> None:
     # Operation 2 was made before: passed over, not applied twice.
     assert kind == "ok" and answers[0] == (True, None) and answers[1][0]
     assert len(shard.engine.streams["r"].stem) == 2
+
+
+def _serve_with_failing_fsync(data_dir: str, out) -> None:
+    """In a child process: a shard whose every log fsync fails with EIO, its address,
+    key and epoch sent back on ``out``; then it serves until the process ends."""
+
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    shard = Shard(0, data_dir, sync="batch")
+    shard.call(shard.epoch, [(1, "create_stream", ("r", DECL, "t", None, None),
+                              {"recovered": True})])  # fmt: skip
+    os.fdatasync = broken
+    address, key = shard.listen()
+    out.send((address, key, shard.epoch))
+    threading.Event().wait(LIMIT)
+
+
+def test_a_shard_whose_log_cannot_be_forced_ends_its_process(tmp_path) -> None:
+    # Answering anyway would let the front-end take the change as made; the process
+    # ends instead (Ray restarts it from its disk), and the front-end sees it lost.
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_serve_with_failing_fsync, args=(str(tmp_path / "s"), child))
+    proc.start()
+    try:
+        assert parent.poll(LIMIT), "the shard never started"
+        address, key, epoch = parent.recv()
+        sock = wire.attach(Client(tuple(address), authkey=key))
+        sock.settimeout(LIMIT)
+        wire.send(sock, (epoch, [_insert(2)]))
+        with pytest.raises((EOFError, OSError)):
+            wire.recv(sock)  # no answer: the connection ends with the process
+        proc.join(LIMIT)
+        assert proc.exitcode == 70
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
