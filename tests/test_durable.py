@@ -125,7 +125,7 @@ def test_a_torn_last_batch_is_absent_and_the_rest_is_kept(tmp_path: Path) -> Non
     db.storage.close(checkpoint=False)  # as a crash leaves it: the log alone
     (_, seg) = wal.segments(tmp_path / "wal")[-1]
     with open(seg, "r+b") as f:
-        f.truncate(seg.stat().st_size - 5)  # the last batch's write was cut short
+        f.truncate(wal.end_of_records(seg) - 5)  # the last batch's write was cut short
     with pytest.warns(RuntimeWarning, match="torn last record"):
         db = psoup.connect(tmp_path)
     assert db.invoke(h).rows == [(2,)]
@@ -144,7 +144,7 @@ def test_a_bulk_load_is_one_file_beside_the_log_and_comes_back(tmp_path: Path) -
             "x": [i / 4 for i in range(n)], "t": [n - i for i in range(n)]}  # fmt: skip
     db.replace_contents("h", cols)
     expected = db.invoke(h)
-    wal_bytes = sum(p.stat().st_size for _, p in wal.segments(tmp_path / "wal"))
+    wal_bytes = sum(wal.end_of_records(p) for _, p in wal.segments(tmp_path / "wal"))
     assert wal_bytes < 2000  # the rows are not in the log
     assert [p.suffix for p in (tmp_path / "loads").iterdir()] == [".arrow"]
     db.storage.close(checkpoint=False)  # a crash: recovered from the log and the file

@@ -75,7 +75,7 @@ def test_a_torn_last_record_is_dropped_with_a_warning(tmp_path: Path) -> None:
     data = tmp_path / "d"
     seg = _killed_after(data, [(1, 1)], [(2, 2), (3, 3)])
     with open(seg, "r+b") as f:
-        f.truncate(seg.stat().st_size - 3)
+        f.truncate(wal.end_of_records(seg) - 3)
     proc = subprocess.Popen(
         [sys.executable, "-m", "psoup", "serve", "--port", "0", "--data-dir", str(data)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -141,14 +141,14 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_loses_nothing(
 ) -> None:
     running = start_server(ServerConfig(port=0, data_dir=str(tmp_path / "d")))
     log = running.engine.storage.log
-    real_writev, full = os.writev, threading.Event()
+    real_pwritev, full = os.pwritev, threading.Event()
 
-    def writev(fd, parts):  # a real ENOSPC needs a full file system; this is the same errno
+    def pwritev(fd, parts, offset):  # a real ENOSPC needs a full file system: same errno
         if full.is_set() and fd == log._fd:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_writev(fd, parts)
+        return real_pwritev(fd, parts, offset)
 
-    monkeypatch.setattr(os, "writev", writev)
+    monkeypatch.setattr(os, "pwritev", pwritev)
     try:
         with PSoupClient(f"127.0.0.1:{running.port}", timeout=30) as c:
             c.create_stream("r", {"a": "int", "t": "int"}, time="t")
@@ -165,7 +165,7 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_loses_nothing(
             assert c.invoke(h).rows == [(1, 1), (2, 2), (4, 4)]
     finally:
         running.stop()
-    monkeypatch.setattr(os, "writev", real_writev)
+    monkeypatch.setattr(os, "pwritev", real_pwritev)
     db = psoup.connect(tmp_path / "d")
     assert db.invoke(h).rows == [(1, 1), (2, 2), (4, 4)]
     assert len(db.queries) == 1

@@ -1,6 +1,7 @@
 """The write-ahead log (psoup/storage/log.py) on real files: records come back in order
 across segments, a torn last record is cut off with a warning, damage elsewhere refuses
-to read, a full disk leaves the log as it was, and group commit shares fsyncs."""
+to read, a full disk leaves the log as it was, group commit shares fsyncs, and records
+are written over the zeros preallocated ahead of them."""
 
 from __future__ import annotations
 
@@ -45,19 +46,27 @@ def test_appending_resumes_after_the_last_record(tmp_path: Path) -> None:
     assert [p for _, p in wal.read_log(tmp_path)] == ps
 
 
+@pytest.mark.parametrize("how", ["zeros", "truncate"])
 @pytest.mark.parametrize("cut", [1, wal.FRAME_BYTES - 1, wal.FRAME_BYTES + 1, -1])
-def test_a_torn_last_record_is_dropped_with_a_warning(tmp_path: Path, cut: int) -> None:
+def test_a_torn_last_record_is_dropped_with_a_warning(tmp_path: Path, cut: int, how: str) -> None:
     ps = [b"a" * 100, b"b" * 100, b"c" * 100]
     _write(tmp_path, ps, segment_bytes=1 << 20)
     (_, path) = wal.segments(tmp_path)[-1]
-    size = path.stat().st_size
-    start = size - (wal.FRAME_BYTES + 100)  # where record 3 begins
-    with open(path, "r+b") as f:
-        f.truncate(start + cut if cut > 0 else size + cut)  # -1: the payload's last byte
+    end = wal.end_of_records(path)
+    start = end - (wal.FRAME_BYTES + 100)  # where record 3 begins
+    stop = start + cut if cut > 0 else end + cut  # -1: all but the payload's last byte
+    if how == "zeros":  # the write stopped there: the preallocated zeros after it stay
+        data = bytearray(path.read_bytes())
+        data[stop:end] = bytes(end - stop)
+        path.write_bytes(bytes(data))
+    else:  # an appended segment, or a crash before the zeros were forced
+        with open(path, "r+b") as f:
+            f.truncate(stop)
     with pytest.warns(RuntimeWarning, match=rf"{path.name}.*offset {start}"):
         got = list(wal.read_log(tmp_path))
     assert got == [(1, ps[0]), (2, ps[1])]
-    assert path.stat().st_size == start  # repaired: the next append goes right after
+    data = path.read_bytes()  # repaired: nothing of record 3 is left
+    assert wal.end_of_records(path) == start and data.count(0, start) == len(data) - start
     log = Log(tmp_path, 3, Sync.parse("batch"), 1 << 20)
     log.wait(log.append(b"d"))
     log.close()
@@ -68,10 +77,40 @@ def test_a_last_record_with_a_bad_checksum_is_a_torn_write(tmp_path: Path) -> No
     _write(tmp_path, [b"a" * 100, b"b" * 100], segment_bytes=1 << 20)
     (_, path) = wal.segments(tmp_path)[-1]
     data = bytearray(path.read_bytes())
-    data[-1] ^= 0xFF  # the last page never reached the disk
+    data[wal.end_of_records(path) - 1] ^= 0xFF  # the last page never reached the disk
     path.write_bytes(bytes(data))
     with pytest.warns(RuntimeWarning, match="torn last record"):
         assert [lsn for lsn, _ in wal.read_log(tmp_path)] == [1]
+
+
+def test_a_segment_is_zero_filled_ahead_and_records_overwrite_the_zeros(tmp_path: Path) -> None:
+    log = Log(tmp_path, 1, Sync.parse("batch"), 1 << 20)
+    log.wait(log.append(b"first"))
+    log.fill()  # what the filler thread does when asked
+    (_, path) = wal.segments(tmp_path)[-1]
+    assert path.stat().st_size == 1 << 20  # up to the segment's size, not past it
+    for p in _payloads(100):
+        log.wait(log.append(p))
+    assert path.stat().st_size == 1 << 20  # written over the zeros: the file did not grow
+    log.close()
+    log = Log(tmp_path, 102, Sync.parse("batch"), 1 << 20)  # resumes after the records
+    log.wait(log.append(b"last"))
+    log.close()
+    assert [p for _, p in wal.read_log(tmp_path)] == [b"first", *_payloads(100), b"last"]
+
+
+def test_data_after_the_zeros_refuses_to_read(tmp_path: Path) -> None:
+    log = Log(tmp_path, 1, Sync.parse("batch"), 1 << 20)
+    for p in (b"a" * 100, b"b" * 100):
+        log.wait(log.append(p))
+    log.fill()
+    log.close()
+    (_, path) = wal.segments(tmp_path)[-1]
+    data, end = bytearray(path.read_bytes()), wal.end_of_records(path)
+    data[end + 5000] = 1  # not a torn write: something wrote past the records
+    path.write_bytes(bytes(data))
+    with pytest.raises(LogCorruptError, match=rf"{path.name} at offset {end}: record 3"):
+        list(wal.read_log(tmp_path))
 
 
 def test_a_flipped_byte_before_the_last_record_refuses_to_read(tmp_path: Path) -> None:
@@ -107,19 +146,19 @@ def test_a_full_disk_refuses_the_record_and_leaves_the_log_as_it_was(
 ) -> None:
     log = Log(tmp_path, 1, Sync.parse("batch"), 1 << 20)
     log.wait(log.append(b"kept"))
-    real_writev = os.writev
+    real_pwritev = os.pwritev
 
-    def half_then_full(fd, parts):  # a real ENOSPC cannot be made without a full filesystem
+    def half_then_full(fd, parts, offset):  # a real ENOSPC needs a full filesystem
         data = b"".join(parts)
         if fd == log._fd and len(data) > 1000:
-            os.write(fd, data[:500])
+            os.pwrite(fd, data[:500], offset)
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_writev(fd, parts)
+        return real_pwritev(fd, parts, offset)
 
-    monkeypatch.setattr(os, "writev", half_then_full)
+    monkeypatch.setattr(os, "pwritev", half_then_full)
     with pytest.raises(StorageFullError, match="is full"):
         log.append(b"x" * 5000)
-    monkeypatch.setattr(os, "writev", real_writev)
+    monkeypatch.setattr(os, "pwritev", real_pwritev)
     log.wait(log.append(b"after"))
     log.close()
     assert list(wal.read_log(tmp_path)) == [(1, b"kept"), (2, b"after")]
@@ -172,12 +211,20 @@ def test_dropping_segments_keeps_the_one_being_written(tmp_path: Path) -> None:
     assert list(wal.read_log(tmp_path))[-1] == (201, b"more")
 
 
-def test_segments_of_the_old_checksum_are_read_and_not_appended_to(tmp_path: Path) -> None:
-    # A PSOUPWL1 segment (zlib CRC-32), as servers before CRC-32C wrote them.
+@pytest.mark.parametrize(
+    ("magic", "crc"),
+    [(wal.MAGIC_V1, wal._crc_v1), (wal.MAGIC_V2, wal._crc)],
+    ids=["zlib-crc32", "appended-crc32c"],
+)
+def test_segments_of_an_older_format_are_read_and_not_appended_to(
+    tmp_path: Path, magic: bytes, crc
+) -> None:
+    # A PSOUPWL1 segment (zlib CRC-32), as servers before CRC-32C wrote them, or a
+    # PSOUPWL2 one (CRC-32C, appended: no zeros ahead), as servers before preallocation.
     payloads = [b"one", b"two" * 100]
-    raw = bytearray(wal.MAGIC_V1)
+    raw = bytearray(magic)
     for lsn, p in enumerate(payloads, 1):
-        raw += wal._FRAME.pack(len(p), wal._crc_v1(lsn, p), lsn) + p
+        raw += wal._FRAME.pack(len(p), crc(lsn, p), lsn) + p
     (tmp_path / wal.segment_name(1)).write_bytes(bytes(raw))
     log = Log(tmp_path, 3, Sync.parse("off"), 1 << 20)
     log.append(b"three")
@@ -187,7 +234,7 @@ def test_segments_of_the_old_checksum_are_read_and_not_appended_to(tmp_path: Pat
     assert names == [wal.segment_name(1), wal.segment_name(3)]
     assert (tmp_path / names[1]).read_bytes()[:8] == wal.MAGIC
     # Damage in the old segment is still found by its own checksum.
-    raw[len(wal.MAGIC_V1) + wal.FRAME_BYTES + 1] ^= 0x01
+    raw[len(magic) + wal.FRAME_BYTES + 1] ^= 0x01
     (tmp_path / wal.segment_name(1)).write_bytes(bytes(raw))
     with pytest.raises(LogCorruptError, match="checksum"):
         list(wal.read_log(tmp_path))

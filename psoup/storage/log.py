@@ -9,17 +9,25 @@ A segment is an 8-byte magic and then records, each::
 
     u32 payload length | u32 checksum of (lsn, payload) | u64 lsn | payload  (little-endian)
 
-The magic names the checksum: ``PSOUPWL2`` CRC-32C (Castagnoli, as in ext4, iSCSI and
-Kafka; ``google-crc32c``, with the CPU's CRC instruction: ~10x zlib's CRC-32 here, which
-took a third of a logged batch's time), ``PSOUPWL1`` zlib's CRC-32 (segments written
-before; still read). New segments are always ``PSOUPWL2``.
+The magic names the format. ``PSOUPWL3`` (what new segments are): CRC-32C checksums
+(Castagnoli, as in ext4, iSCSI and Kafka; ``google-crc32c``, with the CPU's CRC
+instruction: ~10x zlib's CRC-32 here, which took a third of a logged batch's time), and
+the file is **preallocated**: zeros are written ahead of the records, PREALLOC_BYTES at a
+time by a background thread, so that a record overwrites blocks the file already has and
+its ``fdatasync`` writes only data. Appending past the end of a file also changes its
+size and block map, which ext4 must commit to its journal in the same ``fdatasync``: two
+or three writes where one does (measured in docs/DURABILITY.md). The records end at the
+first all-zero frame header (no record has LSN 0), and everything after it must be zero.
+``PSOUPWL2``: CRC-32C, the records run to the end of the file (segments written before;
+still read). ``PSOUPWL1``: zlib's CRC-32, likewise (still read).
 
-LSNs are consecutive from 1 across all segments. A record is written with one ``write``
+LSNs are consecutive from 1 across all segments. A record is written with one ``pwritev``
 before its operation is applied, so a process crash (SIGKILL, OOM kill) never loses one
 that was acknowledged; when ``fsync`` makes it safe from power loss depends on the sync
 mode (``Sync``). Reading checks every frame: a torn last record (a crash in the middle of
-its write) is cut off with a warning that names the file and offset; any other damage
-stops the reader with ``LogCorruptError``, which says where and what to do.
+its write: the damage runs to the end of what was written, only zeros after it) is cut
+off with a warning that names the file and offset; any other damage stops the reader
+with ``LogCorruptError``, which says where and what to do.
 """
 
 from __future__ import annotations
@@ -41,12 +49,18 @@ import google_crc32c
 
 from psoup.errors import PSoupError
 
-MAGIC = b"PSOUPWL2"  # what new segments start with: CRC-32C checksums
+MAGIC = b"PSOUPWL3"  # what new segments start with: CRC-32C, preallocated
+MAGIC_V2 = b"PSOUPWL2"  # CRC-32C, records to the end of the file (read only)
 MAGIC_V1 = b"PSOUPWL1"  # zlib CRC-32 checksums (read only)
 _FRAME = struct.Struct("<IIQ")  # payload length, crc32, lsn
 FRAME_BYTES = _FRAME.size
 _LSN = struct.Struct("<Q")
 SEGMENT_BYTES = 64 << 20  # a segment is closed once it holds this much
+#: How far ahead of the records a segment is zero-filled, at most: a fill starts when less
+#: than half of it is left. A fill changes the file's size, which costs one commit a
+#: journal write (appending, every commit paid it): one in 8 MB of log at this size.
+PREALLOC_BYTES = 16 << 20
+_ZEROS = bytes(1 << 20)  # a fill's unit: written under the log's lock, ~1 MB at a time
 SUFFIX = ".log"
 
 
@@ -146,18 +160,22 @@ def read_log(wal_dir: Path, after: int = 0, repair: bool = True) -> Iterator[tup
             )
         data = path.read_bytes()
         magic = data[: len(MAGIC)]
-        if magic not in (MAGIC, MAGIC_V1):
+        if magic not in (MAGIC, MAGIC_V2, MAGIC_V1):
             if last_segment and len(data) < len(MAGIC) and MAGIC.startswith(data):
                 _cut(path, 0, "a segment created just before a crash", repair)
                 return
             raise LogCorruptError(f"{path}: not a psoup log segment (bad magic)")
-        crc = _crc if magic == MAGIC else _crc_v1
+        crc = _crc_v1 if magic == MAGIC_V1 else _crc
+        zeroed = magic == MAGIC  # preallocated: the records end where the zeros begin
         pos, lsn = len(MAGIC), first
         while pos < len(data):
+            if zeroed and _zero_from(data, pos):
+                break
             bad = _bad_frame(data, pos, lsn, crc)
             if bad:
-                if last_segment and _is_tail(data, pos):
-                    _cut(path, pos, bad, repair)
+                end = _torn_end(data, pos, zeroed) if last_segment else None
+                if end is not None:
+                    _cut(path, pos, bad, repair, zero_to=end if zeroed else None)
                     return
                 raise LogCorruptError(
                     f"{path} at offset {pos}: record {lsn} is damaged ({bad}) and is not the "
@@ -187,16 +205,33 @@ def _bad_frame(data: bytes, pos: int, lsn: int, crc_of=_crc) -> str:
     return ""
 
 
-def _is_tail(data: bytes, pos: int) -> bool:
-    """Whether a bad frame at ``pos`` can be a torn last write: it runs to the end of the
-    file (its stated length reaches it or is cut short by it)."""
+def _zero_from(data: bytes, pos: int) -> bool:
+    """Whether every byte from ``pos`` on is zero: a preallocated segment's unused end.
+    O(1) unless the frame header there is zero, then O(rest of the file), once."""
+    head = data[pos : pos + FRAME_BYTES]
+    return head.count(0) == len(head) and data.count(0, pos) == len(data) - pos
+
+
+def _torn_end(data: bytes, pos: int, zeroed: bool) -> int | None:
+    """Where a bad frame at ``pos`` ends if it can be a torn last write, else None.
+
+    It can when the damage runs to the end of what was written: its stated length reaches
+    the end of the file or is cut short by it, or (a preallocated segment, ``zeroed``)
+    only zeros follow the length it states (a crash in the middle of writing it). The
+    end returned is the first byte after the damage."""
     if len(data) - pos < FRAME_BYTES:
-        return True
-    size = _FRAME.unpack_from(data, pos)[0]
-    return pos + FRAME_BYTES + size >= len(data)
+        return len(data)
+    end = pos + FRAME_BYTES + _FRAME.unpack_from(data, pos)[0]
+    if end >= len(data):
+        return len(data)
+    if zeroed and data.count(0, end) == len(data) - end:
+        return end
+    return None
 
 
-def _cut(path: Path, pos: int, why: str, repair: bool) -> None:
+def _cut(path: Path, pos: int, why: str, repair: bool, zero_to: int | None = None) -> None:
+    """Drop the torn record at ``pos``: truncate the file there, or (a preallocated
+    segment) zero its bytes up to ``zero_to`` so that the file keeps its blocks."""
     warnings.warn(
         f"{path}: dropped a torn last record at offset {pos} ({why}): it was being written "
         "when the process stopped and was never acknowledged",
@@ -208,8 +243,18 @@ def _cut(path: Path, pos: int, why: str, repair: bool) -> None:
             path.unlink()
         else:
             with open(path, "r+b") as f:
-                f.truncate(pos)
+                if zero_to is None:
+                    f.truncate(pos)
+                else:
+                    f.seek(pos)
+                    f.write(bytes(zero_to - pos))
                 os.fsync(f.fileno())
+
+
+def end_of_records(path: Path) -> int:
+    """The offset after the last good record of the segment at ``path``: its size, less
+    the zeros preallocated after the records. O(segment)."""
+    return _records_end(path.read_bytes(), int(path.stem, 16))
 
 
 def last_lsn(wal_dir: Path) -> int:
@@ -237,6 +282,11 @@ class Log:
     interpreter samples, one per operation; the caller that waits is about to sleep
     anyway, and one wait covers every record before it. In interval mode an append
     wakes it (it sleeps between forces, so that is rarely a futex call).
+
+    Unless the mode is ``off``, a second thread keeps the segment zero-filled
+    PREALLOC_BYTES ahead of the records (see the module), and forces the zeros itself, so
+    that the commits overwrite blocks the file has. An append that outruns it appends to
+    the file as before.
     """
 
     def __init__(
@@ -259,17 +309,28 @@ class Log:
         self._failed: BaseException | None = None
         self._closing = False
         self.on_flush: Callable[[float], None] | None = None  # seconds of each forced write
+        self._grow = threading.Condition(mutex)  # the filler: the zeros run short, or close
+        self._growing = False  # the filler has been asked for more zeros
+        self._ahead = len(_ZEROS)  # how far ahead of the records it fills (grows)
         segs = segments(wal_dir)
         if segs and _magic(segs[-1][1]) == MAGIC:
-            _first, path = segs[-1]
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-            self._size = os.fstat(self._fd).st_size
-        else:  # a new log, or one whose last segment has the old checksum
+            first, path = segs[-1]
+            self._first = first  # the segment being written, by its first LSN
+            self._fd = os.open(path, os.O_WRONLY)
+            self._size = _records_end(path.read_bytes(), first)  # where the next one goes
+            self._alloc = os.fstat(self._fd).st_size  # the end of the file
+        else:  # a new log, or one whose last segment has an older format
+            self._first = next_lsn
             self._fd, self._size = self._create(next_lsn)
-        self._committer = None
+            self._alloc = self._size
+        self._committer = self._filler = None
         if sync.mode != "off":
             self._committer = threading.Thread(target=self._commit, name="psoup-wal", daemon=True)
             self._committer.start()
+            self._filler = threading.Thread(target=self._fill, name="psoup-wal-fill", daemon=True)
+            self._filler.start()
+            with self._grow:
+                self._want_zeros()
 
     @property
     def written_lsn(self) -> int:
@@ -278,7 +339,7 @@ class Log:
 
     def _create(self, first_lsn: int) -> tuple[int, int]:
         path = self.dir / segment_name(first_lsn)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         os.write(fd, MAGIC)
         os.fsync(fd)
         fsync_dir(self.dir)
@@ -299,20 +360,82 @@ class Log:
             lsn = self._written + 1
             frame = [_FRAME.pack(size, _crc(lsn, *parts), lsn), *parts]
             try:
-                _write_all(self._fd, frame)
+                _write_all(self._fd, frame, self._size)
             except OSError as exc:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(self._fd, self._size)  # no half record stays behind
+                self._unwrite(FRAME_BYTES + size)
                 if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                     raise StorageFullError(
                         f"the data directory {self.dir.parent} is full: {exc.strerror}"
                     ) from None
                 raise StorageError(f"cannot write the log in {self.dir}: {exc}") from None
             self._size += FRAME_BYTES + size
+            self._alloc = max(self._alloc, self._size)
             self._written = lsn
             if self.sync.mode == "interval":  # mostly asleep between forces: cheap
                 self._work.notify()
+            if self._alloc - self._size < self._ahead // 2:
+                self._want_zeros()
             return lsn
+
+    def _unwrite(self, n: int) -> None:
+        """Leave no half record behind a failed write of ``n`` bytes at the end of the
+        records: zero what it may have written over the zeros, cut what went past them."""
+        with contextlib.suppress(OSError):
+            over = min(n, self._alloc - self._size)
+            if over > 0:
+                os.pwrite(self._fd, bytes(over), self._size)
+            if self._size + n > self._alloc:
+                os.ftruncate(self._fd, self._alloc)
+
+    def _want_zeros(self) -> None:
+        """Ask the filler for more zeros (the caller holds the lock). O(1)."""
+        if self._filler is not None and not self._growing and self._alloc < self.segment_bytes:
+            self._growing = True
+            self._grow.notify()
+
+    def _fill(self) -> None:
+        """The filler thread: ``fill`` whenever an append or a rotation asks for zeros."""
+        while True:
+            with self._grow:
+                self._grow.wait_for(lambda: self._growing or self._closing)
+                if self._closing:
+                    return
+            self.fill()
+
+    def fill(self) -> None:
+        """Zero-fill the segment being written up to ``_ahead`` bytes past its records (at
+        most to its SEGMENT_BYTES), ~1 MB per turn of the lock (an append waits for at
+        most one such write to the page cache), then force the zeros, so that the commits
+        after it find the blocks allocated. ``_ahead`` doubles at each fill up to
+        PREALLOC_BYTES: a log that writes little zero-fills little. A failure here is left
+        for the appends and commits to meet: they work without zeros ahead.
+        O(PREALLOC_BYTES)."""
+        fd = None  # (a duplicate to force, the segment it is of)
+        try:
+            while True:
+                with self._cond:
+                    more = min(self._size + self._ahead, self.segment_bytes) - self._alloc
+                    if self._closing or more <= 0:
+                        break
+                    if fd is not None and self._first != fd[1]:  # rotated: force the old
+                        break
+                    n = min(more, len(_ZEROS))
+                    _write_all(self._fd, [memoryview(_ZEROS)[:n]], self._alloc)
+                    self._alloc += n
+                    if fd is None:
+                        fd = (os.dup(self._fd), self._first)
+            if fd is not None:
+                os.fdatasync(fd[0])
+        except OSError:
+            pass  # a full disk or a write error: the appends will report it
+        finally:
+            if fd is not None:
+                os.close(fd[0])
+            with self._grow:
+                self._growing = False
+                self._ahead = min(2 * self._ahead, PREALLOC_BYTES)
+                if self._alloc - self._size < self._ahead // 2:
+                    self._want_zeros()  # rotated meanwhile: fill the new segment
 
     def _rotate(self) -> None:
         with self._sync_lock, self._cond:
@@ -321,8 +444,13 @@ class Log:
             if self.sync.mode != "off":
                 os.fdatasync(self._fd)
                 self._synced = self._written
+            with contextlib.suppress(OSError):  # give the unused zeros back; a crash
+                os.ftruncate(self._fd, self._size)  # before this leaves them, still valid
             os.close(self._fd)
-            self._fd, self._size = self._create(self._written + 1)
+            self._first = self._written + 1
+            self._fd, self._size = self._create(self._first)
+            self._alloc = self._size
+            self._want_zeros()
             self._cond.notify_all()
 
     def wait(self, lsn: int, timeout: float | None = None) -> None:
@@ -382,9 +510,12 @@ class Log:
                 return
             self._closing = True
             self._work.notify()
+            self._grow.notify()
             self._cond.notify_all()
         if self._committer is not None:
             self._committer.join()
+        if self._filler is not None:
+            self._filler.join()
         with contextlib.suppress(OSError):
             self.flush()
         os.close(self._fd)
@@ -408,10 +539,11 @@ def _magic(path: Path) -> bytes:
         return f.read(len(MAGIC))
 
 
-def _write_all(fd: int, parts: list) -> None:
-    """Write ``parts`` (bytes-like) in order with one ``writev`` (no joined copy),
-    finishing a short write piece by piece."""
-    n = os.writev(fd, parts)
+def _write_all(fd: int, parts: list, offset: int) -> None:
+    """Write ``parts`` (bytes-like) in order at ``offset`` with one ``pwritev`` (no joined
+    copy), finishing a short write piece by piece."""
+    n = os.pwritev(fd, parts, offset)
+    offset += n
     for part in parts:
         view = memoryview(part).cast("B")
         if n >= len(view):
@@ -420,4 +552,15 @@ def _write_all(fd: int, parts: list) -> None:
         view = view[n:]
         n = 0
         while view:
-            view = view[os.write(fd, view) :]
+            done = os.pwrite(fd, view, offset)
+            view, offset = view[done:], offset + done
+
+
+def _records_end(data: bytes, first_lsn: int) -> int:
+    """The offset after the last good record of a segment's bytes (``read_log`` repairs a
+    torn one first): where the next record is written. O(segment)."""
+    pos, lsn = len(MAGIC), first_lsn
+    while pos < len(data) and not _bad_frame(data, pos, lsn):
+        pos += FRAME_BYTES + _FRAME.unpack_from(data, pos)[0]
+        lsn += 1
+    return pos
