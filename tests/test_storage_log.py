@@ -83,45 +83,79 @@ def test_a_last_record_with_a_bad_checksum_is_a_torn_write(tmp_path: Path) -> No
         assert [lsn for lsn, _ in wal.read_log(tmp_path)] == [1]
 
 
-def test_a_segment_is_zero_filled_ahead_and_records_overwrite_the_zeros(tmp_path: Path) -> None:
-    log = Log(tmp_path, 1, Sync.parse("batch"), 1 << 20)
-    log.wait(log.append(b"first"))
-    log.fill()  # what the filler thread does when asked
-    (_, path) = wal.segments(tmp_path)[-1]
-    assert path.stat().st_size == 1 << 20  # up to the segment's size, not past it
-    for p in _payloads(100):
+SEG = 64 << 10
+
+
+def _into_a_spare(d: Path, payloads: list[bytes]) -> Log:
+    """A log whose first record (LSN 1) fills its first segment, and whose ``payloads``
+    (LSNs 2, ...) go into the second, the spare the filler prepared."""
+    log = Log(d, 1, Sync.parse("batch"), SEG)
+    log.wait(log.append(b"x" * (SEG + 100)))  # past the segment's size: the next rotates
+    log.prepare_spare()  # what the filler thread does once a segment is half full
+    assert (d / wal.SPARE).stat().st_size == SEG
+    for p in payloads:
         log.wait(log.append(p))
-    assert path.stat().st_size == 1 << 20  # written over the zeros: the file did not grow
+    return log
+
+
+def test_the_next_segment_is_prepared_as_zeros_and_records_overwrite_them(
+    tmp_path: Path,
+) -> None:
+    log = _into_a_spare(tmp_path, _payloads(40))  # ~20 KB: all in the second segment
+    (_, first), (_, second) = wal.segments(tmp_path)
+    assert second.name == wal.segment_name(2) and not (tmp_path / wal.SPARE).exists()
+    assert second.stat().st_size == SEG  # written over the zeros: the file did not grow
+    assert wal.end_of_records(second) < SEG
+    assert first.stat().st_size == wal.end_of_records(first)  # cut back to its records
     log.close()
-    log = Log(tmp_path, 102, Sync.parse("batch"), 1 << 20)  # resumes after the records
+    log = Log(tmp_path, 42, Sync.parse("batch"), SEG)  # resumes after the records
     log.wait(log.append(b"last"))
     log.close()
-    assert [p for _, p in wal.read_log(tmp_path)] == [b"first", *_payloads(100), b"last"]
+    assert [p for _, p in wal.read_log(tmp_path)][1:] == [*_payloads(40), b"last"]
+
+
+def test_a_log_told_not_to_preallocate_appends(tmp_path: Path) -> None:
+    log = Log(tmp_path, 1, Sync.parse("batch"), SEG, preallocate=False)
+    log.wait(log.append(b"x" * (SEG + 100)))
+    log.prepare_spare()  # nothing to do: no spares
+    for p in _payloads(40):
+        log.wait(log.append(p))
+    log.close()
+    segs = wal.segments(tmp_path)
+    assert len(segs) == 2 and not (tmp_path / wal.SPARE).exists()
+    assert all(path.stat().st_size == wal.end_of_records(path) for _, path in segs)
+    assert [p for _, p in wal.read_log(tmp_path)][1:] == _payloads(40)
+
+
+@pytest.mark.parametrize("cut", [1, wal.FRAME_BYTES + 1, -1])
+def test_a_torn_last_record_in_a_preallocated_segment_is_zeroed(tmp_path: Path, cut: int) -> None:
+    ps = [b"a" * 100, b"b" * 100, b"c" * 100]
+    _into_a_spare(tmp_path, ps).close()
+    (_, path) = wal.segments(tmp_path)[-1]
+    end = wal.end_of_records(path)
+    start = end - (wal.FRAME_BYTES + 100)  # where the last record begins
+    stop = start + cut if cut > 0 else end + cut  # -1: all but the payload's last byte
+    data = bytearray(path.read_bytes())
+    data[stop:end] = bytes(end - stop)
+    path.write_bytes(bytes(data))  # the write stopped there: the zeros after it stay
+    with pytest.warns(RuntimeWarning, match=rf"{path.name}.*offset {start}"):
+        assert [p for _, p in wal.read_log(tmp_path)][1:] == ps[:2]
+    data = path.read_bytes()
+    assert len(data) == SEG and data.count(0, start) == SEG - start  # zeroed, not cut
+    log = Log(tmp_path, 4, Sync.parse("batch"), SEG)
+    log.wait(log.append(b"d"))
+    log.close()
+    assert [p for _, p in wal.read_log(tmp_path)][1:] == [*ps[:2], b"d"]
 
 
 def test_data_after_the_zeros_refuses_to_read(tmp_path: Path) -> None:
-    log = Log(tmp_path, 1, Sync.parse("batch"), 1 << 20)
-    for p in (b"a" * 100, b"b" * 100):
-        log.wait(log.append(p))
-    log.fill()
-    log.close()
+    _into_a_spare(tmp_path, [b"a" * 100, b"b" * 100]).close()
     (_, path) = wal.segments(tmp_path)[-1]
     data, end = bytearray(path.read_bytes()), wal.end_of_records(path)
     data[end + 5000] = 1  # not a torn write: something wrote past the records
     path.write_bytes(bytes(data))
-    with pytest.raises(LogCorruptError, match=rf"{path.name} at offset {end}: record 3"):
+    with pytest.raises(LogCorruptError, match=rf"{path.name} at offset {end}: record 4"):
         list(wal.read_log(tmp_path))
-
-
-def test_a_flipped_byte_before_the_last_record_refuses_to_read(tmp_path: Path) -> None:
-    _write(tmp_path, [b"a" * 100, b"b" * 100, b"c" * 100], segment_bytes=1 << 20)
-    (_, path) = wal.segments(tmp_path)[-1]
-    data = bytearray(path.read_bytes())
-    data[len(wal.MAGIC) + wal.FRAME_BYTES + 50] ^= 0x01  # inside record 1's payload
-    path.write_bytes(bytes(data))
-    with pytest.raises(LogCorruptError, match=rf"{path.name} at offset 8: record 1 .*checksum"):
-        list(wal.read_log(tmp_path))
-    assert path.read_bytes() == bytes(data)  # nothing was cut
 
 
 def test_damage_in_an_earlier_segment_refuses_to_read(tmp_path: Path) -> None:

@@ -12,12 +12,15 @@ A segment is an 8-byte magic and then records, each::
 The magic names the format. ``PSOUPWL3`` (what new segments are): CRC-32C checksums
 (Castagnoli, as in ext4, iSCSI and Kafka; ``google-crc32c``, with the CPU's CRC
 instruction: ~10x zlib's CRC-32 here, which took a third of a logged batch's time), and
-the file is **preallocated**: zeros are written ahead of the records, PREALLOC_BYTES at a
-time by a background thread, so that a record overwrites blocks the file already has and
-its ``fdatasync`` writes only data. Appending past the end of a file also changes its
-size and block map, which ext4 must commit to its journal in the same ``fdatasync``: two
-or three writes where one does (measured in docs/DURABILITY.md). The records end at the
-first all-zero frame header (no record has LSN 0), and everything after it must be zero.
+the file may be **preallocated**: a background thread writes and forces the next segment
+as zeros (``SPARE``) while the current one fills, and the log moves on into it, so that a
+record overwrites blocks the file already has and its ``fdatasync`` writes only data.
+Appending past the end of a file also changes its size and block map, which ext4 must
+commit to its journal in the same ``fdatasync``: more writes per commit (measured in
+docs/DURABILITY.md). The spare is another file, so no commit waits for its zeros. The
+records end at the first all-zero frame header (no record has LSN 0), and everything
+after it must be zero. A log's first segment, and any whose spare was not ready, are
+appended to as before.
 ``PSOUPWL2``: CRC-32C, the records run to the end of the file (segments written before;
 still read). ``PSOUPWL1``: zlib's CRC-32, likewise (still read).
 
@@ -56,11 +59,8 @@ _FRAME = struct.Struct("<IIQ")  # payload length, crc32, lsn
 FRAME_BYTES = _FRAME.size
 _LSN = struct.Struct("<Q")
 SEGMENT_BYTES = 64 << 20  # a segment is closed once it holds this much
-#: How far ahead of the records a segment is zero-filled, at most: a fill starts when less
-#: than half of it is left. A fill changes the file's size, which costs one commit a
-#: journal write (appending, every commit paid it): one in 8 MB of log at this size.
-PREALLOC_BYTES = 16 << 20
-_ZEROS = bytes(1 << 20)  # a fill's unit: written under the log's lock, ~1 MB at a time
+SPARE = "spare.zero"  # the next segment, zero-filled ahead (not a segment: not *.log)
+_ZEROS = bytes(1 << 20)  # the spare is written 1 MB at a time, each MB forced
 SUFFIX = ".log"
 
 
@@ -283,15 +283,21 @@ class Log:
     anyway, and one wait covers every record before it. In interval mode an append
     wakes it (it sleeps between forces, so that is rarely a futex call).
 
-    Unless the mode is ``off``, a second thread keeps the segment zero-filled
-    PREALLOC_BYTES ahead of the records (see the module), and forces the zeros itself, so
-    that the commits overwrite blocks the file has. An append that outruns it appends to
-    the file as before.
+    Unless the mode is ``off``, a second thread prepares the next segment as zeros
+    (``prepare_spare``) once the current one is half full, and the rotation moves into
+    it (see the module).
     """
 
     def __init__(
-        self, wal_dir: Path, next_lsn: int, sync: Sync, segment_bytes: int = SEGMENT_BYTES
+        self,
+        wal_dir: Path,
+        next_lsn: int,
+        sync: Sync,
+        segment_bytes: int = SEGMENT_BYTES,
+        preallocate: bool = True,
     ):
+        """``preallocate=False``: no spare segments, every segment appended to (``psoup
+        bench durability`` compares the two); the format is the same."""
         self.dir = wal_dir
         self.sync = sync
         self.segment_bytes = segment_bytes
@@ -309,28 +315,27 @@ class Log:
         self._failed: BaseException | None = None
         self._closing = False
         self.on_flush: Callable[[float], None] | None = None  # seconds of each forced write
-        self._grow = threading.Condition(mutex)  # the filler: the zeros run short, or close
-        self._growing = False  # the filler has been asked for more zeros
-        self._ahead = len(_ZEROS)  # how far ahead of the records it fills (grows)
+        self._grow = threading.Condition(mutex)  # the filler: a spare is wanted, or close
+        self._spare = wal_dir / SPARE
+        self._spare.unlink(missing_ok=True)  # one left by a process that stopped
+        self._spare_lock = threading.Lock()  # held while the spare is written
+        self._spare_wanted = self._spare_ready = False
         segs = segments(wal_dir)
         if segs and _magic(segs[-1][1]) == MAGIC:
             first, path = segs[-1]
-            self._first = first  # the segment being written, by its first LSN
             self._fd = os.open(path, os.O_WRONLY)
             self._size = _records_end(path.read_bytes(), first)  # where the next one goes
             self._alloc = os.fstat(self._fd).st_size  # the end of the file
         else:  # a new log, or one whose last segment has an older format
-            self._first = next_lsn
             self._fd, self._size = self._create(next_lsn)
             self._alloc = self._size
         self._committer = self._filler = None
         if sync.mode != "off":
             self._committer = threading.Thread(target=self._commit, name="psoup-wal", daemon=True)
             self._committer.start()
+        if sync.mode != "off" and preallocate:
             self._filler = threading.Thread(target=self._fill, name="psoup-wal-fill", daemon=True)
             self._filler.start()
-            with self._grow:
-                self._want_zeros()
 
     @property
     def written_lsn(self) -> int:
@@ -373,8 +378,8 @@ class Log:
             self._written = lsn
             if self.sync.mode == "interval":  # mostly asleep between forces: cheap
                 self._work.notify()
-            if self._alloc - self._size < self._ahead // 2:
-                self._want_zeros()
+            if self._size >= self.segment_bytes // 2 and not self._spare_wanted:
+                self._want_spare()
             return lsn
 
     def _unwrite(self, n: int) -> None:
@@ -387,55 +392,67 @@ class Log:
             if self._size + n > self._alloc:
                 os.ftruncate(self._fd, self._alloc)
 
-    def _want_zeros(self) -> None:
-        """Ask the filler for more zeros (the caller holds the lock). O(1)."""
-        if self._filler is not None and not self._growing and self._alloc < self.segment_bytes:
-            self._growing = True
+    def _want_spare(self) -> None:
+        """Ask the filler for the next segment's zeros (the caller holds the lock). O(1)."""
+        self._spare_wanted = True
+        if self._filler is not None and not self._spare_ready:
             self._grow.notify()
 
     def _fill(self) -> None:
-        """The filler thread: ``fill`` whenever an append or a rotation asks for zeros."""
+        """The filler thread: ``prepare_spare`` whenever an append asks for it."""
         while True:
             with self._grow:
-                self._grow.wait_for(lambda: self._growing or self._closing)
+                self._grow.wait_for(
+                    lambda: (self._spare_wanted and not self._spare_ready) or self._closing
+                )
                 if self._closing:
                     return
-            self.fill()
+            self.prepare_spare()
 
-    def fill(self) -> None:
-        """Zero-fill the segment being written up to ``_ahead`` bytes past its records (at
-        most to its SEGMENT_BYTES), ~1 MB per turn of the lock (an append waits for at
-        most one such write to the page cache), then force the zeros, so that the commits
-        after it find the blocks allocated. ``_ahead`` doubles at each fill up to
-        PREALLOC_BYTES: a log that writes little zero-fills little. A failure here is left
-        for the appends and commits to meet: they work without zeros ahead.
-        O(PREALLOC_BYTES)."""
-        fd = None  # (a duplicate to force, the segment it is of)
+    def prepare_spare(self) -> None:
+        """Write the next segment as SEGMENT_BYTES of zeros (``SPARE``, 1 MB a ``write``,
+        no lock of the log held) and force it, so that its blocks are the file's; the
+        next rotation moves into it. Nothing when the log does not preallocate or a spare
+        is ready. A failure (a full disk) leaves no spare: the next segment is appended
+        to, and the appends report the disk's state. O(SEGMENT_BYTES)."""
+        if self._filler is None:
+            return
+        with self._spare_lock:
+            with self._cond:
+                if self._spare_ready or self._closing:
+                    return
+            try:
+                fd = os.open(self._spare, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                try:
+                    for at in range(0, self.segment_bytes, len(_ZEROS)):
+                        if self._closing:
+                            return
+                        n = min(len(_ZEROS), self.segment_bytes - at)
+                        _write_all(fd, [memoryview(_ZEROS)[:n]], at)
+                        os.fdatasync(fd)  # 1 MB at a time: a commit meanwhile waits less
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    self._spare.unlink()
+                return
+            with self._cond:
+                self._spare_ready = True
+
+    def _adopt_spare(self, first_lsn: int) -> tuple[int, int]:
+        """Make the spare the segment starting at ``first_lsn``: its magic forced before
+        its name (a crash between leaves a valid empty segment or an unused spare)."""
+        fd = os.open(self._spare, os.O_WRONLY)
         try:
-            while True:
-                with self._cond:
-                    more = min(self._size + self._ahead, self.segment_bytes) - self._alloc
-                    if self._closing or more <= 0:
-                        break
-                    if fd is not None and self._first != fd[1]:  # rotated: force the old
-                        break
-                    n = min(more, len(_ZEROS))
-                    _write_all(self._fd, [memoryview(_ZEROS)[:n]], self._alloc)
-                    self._alloc += n
-                    if fd is None:
-                        fd = (os.dup(self._fd), self._first)
-            if fd is not None:
-                os.fdatasync(fd[0])
+            _write_all(fd, [MAGIC], 0)
+            os.fdatasync(fd)
+            os.rename(self._spare, self.dir / segment_name(first_lsn))
+            fsync_dir(self.dir)
         except OSError:
-            pass  # a full disk or a write error: the appends will report it
-        finally:
-            if fd is not None:
-                os.close(fd[0])
-            with self._grow:
-                self._growing = False
-                self._ahead = min(2 * self._ahead, PREALLOC_BYTES)
-                if self._alloc - self._size < self._ahead // 2:
-                    self._want_zeros()  # rotated meanwhile: fill the new segment
+            os.close(fd)
+            raise
+        return fd, len(MAGIC)
 
     def _rotate(self) -> None:
         with self._sync_lock, self._cond:
@@ -447,10 +464,16 @@ class Log:
             with contextlib.suppress(OSError):  # give the unused zeros back; a crash
                 os.ftruncate(self._fd, self._size)  # before this leaves them, still valid
             os.close(self._fd)
-            self._first = self._written + 1
-            self._fd, self._size = self._create(self._first)
-            self._alloc = self._size
-            self._want_zeros()
+            first, ready = self._written + 1, self._spare_ready
+            self._spare_ready = self._spare_wanted = False
+            try:
+                if not ready:
+                    raise FileNotFoundError(self._spare)
+                self._fd, self._size = self._adopt_spare(first)
+                self._alloc = self.segment_bytes
+            except OSError:  # no spare ready: append to a new file
+                self._fd, self._size = self._create(first)
+                self._alloc = self._size
             self._cond.notify_all()
 
     def wait(self, lsn: int, timeout: float | None = None) -> None:
@@ -516,6 +539,8 @@ class Log:
             self._committer.join()
         if self._filler is not None:
             self._filler.join()
+            with self._spare_lock:  # a spare being written stops at its next MB
+                self._spare.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self.flush()
         os.close(self._fd)
