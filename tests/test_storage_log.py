@@ -272,3 +272,27 @@ def test_segments_of_an_older_format_are_read_and_not_appended_to(
     (tmp_path / wal.segment_name(1)).write_bytes(bytes(raw))
     with pytest.raises(LogCorruptError, match="checksum"):
         list(wal.read_log(tmp_path))
+
+
+def test_a_spare_left_by_a_stopped_process_is_deleted_at_start(tmp_path: Path) -> None:
+    _write(tmp_path, [b"a", b"b"])
+    (tmp_path / wal.SPARE).write_bytes(bytes(4096))  # killed while it was written
+    log = Log(tmp_path, 3, Sync.parse("batch"), 4096)
+    assert not (tmp_path / wal.SPARE).exists()
+    log.wait(log.append(b"c"))
+    log.close()
+    assert [p for _, p in wal.read_log(tmp_path)] == [b"a", b"b", b"c"]
+
+
+def test_a_spare_renamed_just_before_a_crash_is_an_empty_segment(tmp_path: Path) -> None:
+    # The rotation forces the magic, then renames: a crash after it leaves the new
+    # segment with no records, only zeros.
+    _write(tmp_path, [b"a", b"b"], segment_bytes=1 << 20)
+    (tmp_path / wal.segment_name(3)).write_bytes(wal.MAGIC + bytes(SEG - len(wal.MAGIC)))
+    assert [p for _, p in wal.read_log(tmp_path)] == [b"a", b"b"]
+    assert wal.last_lsn(tmp_path) == 2
+    log = Log(tmp_path, 3, Sync.parse("batch"), 1 << 20)  # writes into it
+    log.wait(log.append(b"c"))
+    log.close()
+    assert [lsn for lsn, _ in wal.read_log(tmp_path)] == [1, 2, 3]
+    assert (tmp_path / wal.segment_name(3)).stat().st_size == SEG
