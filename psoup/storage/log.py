@@ -169,9 +169,9 @@ def read_log(wal_dir: Path, after: int = 0, repair: bool = True) -> Iterator[tup
         zeroed = magic == MAGIC  # preallocated: the records end where the zeros begin
         pos, lsn = len(MAGIC), first
         while pos < len(data):
-            if zeroed and _zero_from(data, pos):
-                break
             bad = _bad_frame(data, pos, lsn, crc)
+            if bad and zeroed and data.count(0, pos) == len(data) - pos:
+                break  # the zeros after the records (no record has LSN 0)
             if bad:
                 end = _torn_end(data, pos, zeroed) if last_segment else None
                 if end is not None:
@@ -203,13 +203,6 @@ def _bad_frame(data: bytes, pos: int, lsn: int, crc_of=_crc) -> str:
     if crc_of(lsn, memoryview(data)[pos + FRAME_BYTES : pos + FRAME_BYTES + size]) != crc:
         return "its checksum does not match"
     return ""
-
-
-def _zero_from(data: bytes, pos: int) -> bool:
-    """Whether every byte from ``pos`` on is zero: a preallocated segment's unused end.
-    O(1) unless the frame header there is zero, then O(rest of the file), once."""
-    head = data[pos : pos + FRAME_BYTES]
-    return head.count(0) == len(head) and data.count(0, pos) == len(data) - pos
 
 
 def _torn_end(data: bytes, pos: int, zeroed: bool) -> int | None:
@@ -315,7 +308,8 @@ class Log:
         self._failed: BaseException | None = None
         self._closing = False
         self.on_flush: Callable[[float], None] | None = None  # seconds of each forced write
-        self._grow = threading.Condition(mutex)  # the filler: a spare is wanted, or close
+        # the filler: a spare is wanted, or close
+        self._spare_asked = threading.Condition(mutex)
         self._spare = wal_dir / SPARE
         self._spare.unlink(missing_ok=True)  # one left by a process that stopped
         self._spare_lock = threading.Lock()  # held while the spare is written
@@ -396,13 +390,13 @@ class Log:
         """Ask the filler for the next segment's zeros (the caller holds the lock). O(1)."""
         self._spare_wanted = True
         if self._filler is not None and not self._spare_ready:
-            self._grow.notify()
+            self._spare_asked.notify()
 
     def _fill(self) -> None:
         """The filler thread: ``prepare_spare`` whenever an append asks for it."""
         while True:
-            with self._grow:
-                self._grow.wait_for(
+            with self._spare_asked:
+                self._spare_asked.wait_for(
                     lambda: (self._spare_wanted and not self._spare_ready) or self._closing
                 )
                 if self._closing:
@@ -440,10 +434,14 @@ class Log:
             with self._cond:
                 self._spare_ready = True
 
-    def _adopt_spare(self, first_lsn: int) -> tuple[int, int]:
-        """Make the spare the segment starting at ``first_lsn``: its magic forced before
-        its name (a crash between leaves a valid empty segment or an unused spare)."""
-        fd = os.open(self._spare, os.O_WRONLY)
+    def _adopt_spare(self, first_lsn: int) -> int | None:
+        """Make the spare the segment starting at ``first_lsn`` and return it open, or
+        None if that fails. Its magic is forced before its name (a crash between leaves
+        a valid empty segment or an unused spare)."""
+        try:
+            fd = os.open(self._spare, os.O_WRONLY)
+        except OSError:
+            return None
         try:
             _write_all(fd, [MAGIC], 0)
             os.fdatasync(fd)
@@ -451,8 +449,8 @@ class Log:
             fsync_dir(self.dir)
         except OSError:
             os.close(fd)
-            raise
-        return fd, len(MAGIC)
+            return None
+        return fd
 
     def _rotate(self) -> None:
         with self._sync_lock, self._cond:
@@ -466,12 +464,10 @@ class Log:
             os.close(self._fd)
             first, ready = self._written + 1, self._spare_ready
             self._spare_ready = self._spare_wanted = False
-            try:
-                if not ready:
-                    raise FileNotFoundError(self._spare)
-                self._fd, self._size = self._adopt_spare(first)
-                self._alloc = self.segment_bytes
-            except OSError:  # no spare ready: append to a new file
+            fd = self._adopt_spare(first) if ready else None
+            if fd is not None:
+                self._fd, self._size, self._alloc = fd, len(MAGIC), self.segment_bytes
+            else:  # no spare: append to a new file
                 self._fd, self._size = self._create(first)
                 self._alloc = self._size
             self._cond.notify_all()
@@ -533,7 +529,7 @@ class Log:
                 return
             self._closing = True
             self._work.notify()
-            self._grow.notify()
+            self._spare_asked.notify()
             self._cond.notify_all()
         if self._committer is not None:
             self._committer.join()
