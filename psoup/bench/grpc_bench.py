@@ -4,9 +4,11 @@
    ingested in-process, and through a server in this process from a client in another
    process (psoup/bench/grpc_load.py), on the same generated batches; and, as a bound,
    through a bare gRPC front that forwards the batches to the engine in a process of its
-   own (psoup/bench/engine_process.py).
+   own (psoup/bench/engine_process.py), and through a bare asyncio gRPC front whose one
+   event loop thread runs the engine itself (psoup/bench/asyncio_front.py).
 2. Invoke latency: p50/p99 of a selective query (an equality, ~1 match) over a window of
-   2^16 tuples, with 1, 4 and 16 concurrent clients while another process ingests.
+   2^16 tuples, with 1, 4 and 16 concurrent clients while another process ingests;
+   against the server and, as bounds, the two fronts.
 3. Invokes one call each (Invoke) against the same invokes in Batch calls of 4, 16 and
    64: the server's CPU and the client's wall time per invoke.
 4. A CSV file through the command line: 1,000,000 rows of 4 int attributes written with
@@ -37,7 +39,7 @@ import numpy as np
 from tqdm import tqdm
 
 import psoup
-from psoup.bench import engine_process, machine, report
+from psoup.bench import asyncio_front, engine_process, machine, report
 from psoup.bench.core import Section
 from psoup.bench.grpc_load import CSV_SCHEMA, EQ_DOMAIN, SCHEMA, csv_columns, make_batches
 from psoup.server import ServerConfig, start_server
@@ -64,7 +66,8 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
     sec = Section(
         f"Ingest: {n_queries:,} equality queries, in-process vs through the server",
         ["batch rows", "in-process t/s", "gRPC t/s", "gRPC / in-process",
-         "engine process t/s", "engine process / in-process"],
+         "engine process t/s", "engine process / in-process",
+         "asyncio front t/s", "asyncio front / in-process"],
     )  # fmt: skip
     engine_us: list[tuple[int, float, float]] = []  # rows, µs per batch: in-process, child
     consts = np.random.default_rng(seed).choice(EQ_DOMAIN, n_queries, replace=False).tolist()
@@ -96,7 +99,12 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
             apart = _load("ingest", f"127.0.0.1:{f.port}", *load)
             cpu = f.stats()[0] - cpu
         split = apart["rows"] / apart["seconds"]
-        sec.rows.append([rows, local, remote, remote / local, split, split / local])
+        with asyncio_front.front(functools.partial(_setup, consts=consts)) as f:
+            got = _load("ingest", f"127.0.0.1:{f.port}", *load)
+        loop = got["rows"] / got["seconds"]
+        sec.rows.append(
+            [rows, local, remote, remote / local, split, split / local, loop, loop / local]
+        )
         engine_us.append((rows, 1e6 * local_s / (count - warm), 1e6 * cpu / count))
     sec.notes.append(
         f"{total_rows:,} tuples per run, the first fifth untimed; max_window {MAX_WINDOW + 1:,}. "
@@ -112,7 +120,12 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
         "per batch, in-process against its CPU in the engine process (all batches, the "
         "warm-up's too): "
         + "; ".join(f"{r:,} rows {a:,.0f} µs against {b:,.0f}" for r, a, b in engine_us)
-        + ". Three processes (client, front, engine) share the 2 cores."
+        + ". Three processes (client, front, engine) share the 2 cores. 'asyncio front': "
+        "the same client against the third design at its leanest "
+        "(psoup/bench/asyncio_front.py): a grpc.aio server in this process whose one event "
+        "loop thread decodes each batch, runs the engine on it there and acks it, with no "
+        "thread hand-off and none of the server's checks, durability or metrics: what "
+        "taking the hand-offs out of the server could give at best."
     )
     return sec
 
@@ -188,6 +201,7 @@ def _invoke_server(n_queries: int, rng: np.random.Generator, seed: int):
 #: whose waits then count in the latency).
 LAYOUTS = ("processes", "threads")
 APART = "processes, engine apart"  # client processes against engine_process's front
+LOOP = "processes, asyncio front"  # client processes against asyncio_front's server
 
 
 def _invoke_runs(
@@ -249,6 +263,11 @@ def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) 
             sec, f"127.0.0.1:{f.port}", f.ready, lambda: f.stats()[1],
             [(c, APART) for c in clients], invokes, seed,
         )  # fmt: skip
+    with asyncio_front.front(functools.partial(_invoke_workload, **args)) as f:
+        _invoke_runs(
+            sec, f"127.0.0.1:{f.port}", f.ready, lambda: f.stats()[1],
+            [(c, LOOP) for c in clients], invokes, seed,
+        )  # fmt: skip
     sec.notes.append(
         f"{n_queries:,} standing equality queries plus 256 invoked ones (r.a = c over the last "
         "2^16 tuples, about one match each); another process ingests batches of 1000 as fast "
@@ -259,7 +278,10 @@ def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) 
         "'processes', against the engine-process front of the ingest table "
         "(psoup/bench/engine_process.py: the same workload, the engine in a process of "
         "its own running one thing at a time, invokes before waiting ingest batches, gRPC "
-        "in the front's), a bound on what that design would give."
+        "in the front's), a bound on what that design would give. "
+        f"'{LOOP}': the same against the asyncio front of the ingest table "
+        "(psoup/bench/asyncio_front.py: its one event loop runs each call's engine work "
+        "as its message comes, invokes and batches alike in arrival order)."
     )
     return sec
 
@@ -444,7 +466,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
                 [r[col] for r in lat.rows if r[1] == how],
             )
             for stat, col in (("p50", 3), ("p99", 5))
-            for how in (*LAYOUTS, APART)
+            for how in (*LAYOUTS, APART, LOOP)
         },
     )
     md += ["![invoke latency](grpc_invoke_latency.png)", ""]

@@ -1,0 +1,65 @@
+"""psoup/bench/asyncio_front.py: the asyncio front runs the real engine on its loop (the
+answers an engine in this process gives), so what the bench measures through it is
+ingest and invokes, not a shortcut."""
+
+from __future__ import annotations
+
+import functools
+
+import grpc
+import numpy as np
+import pytest
+
+import psoup
+from psoup.api import codec
+from psoup.api import psoup_pb2 as pb
+from psoup.api import psoup_pb2_grpc as pb_grpc
+from psoup.bench import asyncio_front
+from psoup.bench.grpc_bench import _setup
+from psoup.bench.grpc_load import SCHEMA, make_batches
+
+INVOKED = "SELECT * FROM r WHERE a = :c BEGIN NOW - 999 END NOW"
+
+
+def _workload(db: psoup.Engine, consts: list[int], invoked: list[int]) -> list[str]:
+    _setup(db, consts)
+    return [db.register(INVOKED, params={"c": c}) for c in invoked]
+
+
+def test_the_front_answers_as_an_engine_in_this_process() -> None:
+    consts = list(range(0, 65_536, 97))  # ~1.5% of the domain: some matches per batch
+    batches = make_batches(5, 6, 500)
+    invoked = [int(c) for c in np.unique(np.concatenate([b["a"][-40:] for b in batches[-2:]]))]
+    local = psoup.connect()
+    local_handles = _workload(local, consts, invoked)
+    want = []
+    for b in batches:
+        res = local.insert_columns("r", b)
+        want.append((res.count, res.matches))
+    want_rows = [local.invoke(h).rows for h in local_handles]
+    assert sum(m for _, m in want) > 0 and all(want_rows)
+    reqs = [
+        pb.IngestRequest(stream="r", columns=codec.encode_batch(SCHEMA, b), batch_id=k)
+        for k, b in enumerate(batches)
+    ]
+    setup = functools.partial(_workload, consts=consts, invoked=invoked)
+    with asyncio_front.front(setup) as f:
+        cpu, tuples = f.stats()
+        with grpc.insecure_channel(f"127.0.0.1:{f.port}") as ch:
+            stub = pb_grpc.PSoupStub(ch)
+            acks = list(stub.Ingest(iter(reqs)))
+            got = [stub.Invoke(pb.InvokeRequest(handle=h)) for h in f.ready]
+        cpu_after, tuples_after = f.stats()
+    assert [a.batch_id for a in acks] == list(range(len(batches)))
+    assert [(a.rows, a.matches) for a in acks] == want
+    assert [codec.decode_rows(r.data, r.rows) for r in got] == want_rows
+    assert tuples_after - tuples == sum(len(b["t"]) for b in batches)
+    assert cpu_after > cpu
+
+
+def test_a_setup_that_fails_starts_no_front() -> None:
+    def setup(db: psoup.Engine) -> None:
+        raise ValueError("no workload")
+
+    with pytest.raises(ValueError, match="no workload"), asyncio_front.front(setup):
+        raise AssertionError("a front started after its setup failed")
