@@ -238,31 +238,24 @@ class SelectionColumn:
 
     def _block_numbers(self, k0: int, k1: int) -> list[int]:
         """The blocks of ``[k0, k1]`` that may hold matches, ascending: the dense blocks,
-        and log blocks from the column's first one on, so a long window over old data
-        the column never matched costs nothing per block. O(blocks returned + 64)."""
+        the sealed log blocks whose presence mask (spans of up to 64 blocks) or filter
+        (longer ones) names the column's key, and the open block if it holds the key; so
+        a long window costs no Python step per block the column has no match in.
+        O(blocks returned + 64), plus O(k1 - k0) in C past 64 blocks."""
         dense = self._blocks
         log = self.log
         known = log.sealed_blocks_of(self.key, k0, k1)
-        if known is not None:
-            # Only the blocks where the column has matches: its dense ones, the sealed
-            # log blocks its key is in, and the open block if it holds the key.
-            if dense:
-                known = sorted({*known, *(k for k in dense if k0 <= k <= k1)})
-            ob = log.open_block
-            if k0 <= ob <= k1 and ob not in known and log.open_has(self.key):
-                if known and known[-1] > ob:  # dense blocks after the log's open one
-                    bisect.insort(known, ob)
-                else:
-                    known.append(ob)
-            return known
-        first = min(log.first_block(self.key), k1 + 1)
-        if dense and first > k0:
-            # Dense blocks before the first log block: visit only those.
-            ks = sorted(k for k in dense if k0 <= k < first)
-        else:
-            ks = []
-        ks.extend(range(max(k0, first), k1 + 1))
-        return ks
+        if known is None:
+            known = log.sealed_blocks_holding(self.key, k0, k1)
+        if dense:
+            known = sorted({*known, *(k for k in dense if k0 <= k <= k1)})
+        ob = log.open_block
+        if k0 <= ob <= k1 and ob not in known and log.open_has(self.key):
+            if known and known[-1] > ob:  # dense blocks after the log's open one
+                bisect.insort(known, ob)
+            else:
+                known.append(ob)
+        return known
 
     def _blocks_in(self, s: int, e: int):
         """Yield (k, lo, hi, bitmap or None) for ``_block_numbers`` of ``[s, e)``: the

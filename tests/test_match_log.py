@@ -169,6 +169,40 @@ def test_a_columns_read_visits_only_its_windows_blocks() -> None:
         col._check()
 
 
+def test_past_64_blocks_a_read_visits_the_blocks_its_keys_filter_names() -> None:
+    """Sealed blocks spanning more than 64 numbers: the presence masks cannot tell, and a
+    column's read asks the log only for the blocks whose filter holds its key (those
+    with its pairs, and those of a key with the same filter bit), not one per block."""
+    from results.columns import Modes, SelectionColumn
+    from results.match_log import _FILTER_BITS
+
+    log = MatchLog(B)
+    mine, twin, other = 7, 7 + _FILTER_BITS, 8  # twin: the same filter bit as mine
+    col = SelectionColumn(mine, B, log, {}, Modes())
+    asked: list[int] = []
+    read = log.rows_in
+
+    def spy(key, ks, s, e):
+        if key == mine:
+            asked.extend(ks)
+        return read(key, ks, s, e)
+
+    log.rows_in = spy
+    holding, twins = {3, 90, 150}, {40, 120}
+    for k in range(200):
+        key = mine if k in holding else twin if k in twins else other
+        log.append(np.array([key, other], dtype=np.int64), np.array([k * B, k * B + 1]))
+    log.append(np.array([other], dtype=np.int64), np.array([200 * B]))  # seals block 199
+    assert log.sealed_blocks_of(mine, 0, 199) is None  # the masks cannot tell
+    assert log.sealed_blocks_holding(mine, 0, 199) == sorted(holding | twins)
+    assert log.sealed_blocks_holding(mine, 4, 149) == [40, 90, 120]
+    assert col.rows(0, 200 * B).tolist() == [k * B for k in sorted(holding)]
+    assert sorted(set(asked)) == sorted(holding | twins)
+    log.drop_below(100)
+    assert log.sealed_blocks_holding(mine, 0, 199) == [120, 150]
+    log._check()
+
+
 def test_a_columns_read_reads_only_the_rows_stored_since_its_last() -> None:
     """A column read, read again with no new row, then again after more rows (sparse
     first, then dense): the second read reads nothing, the third only the new rows, and
