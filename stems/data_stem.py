@@ -99,6 +99,10 @@ _SEGMENT_BUILDS = 2
 _RUN_SEGMENTS = 4
 
 _FEW = 4  # gathers of at most this many rows go value by value
+#: ... and so do gathers with fewer rows than this per chunk they span: one take per chunk
+#: (~2-5 µs of fixed cost each) loses to ~0.5-1 µs a row value by value there (a vehicle's
+#: tolls over a Linear Road day: about one row per chunk of 65,536).
+_FEW_PER_CHUNK = 2
 
 
 def _block_bytes(b: _Block) -> int:
@@ -505,15 +509,21 @@ class DataSteM:
         """The values of the attributes at positions ``cols`` (schema order numbers;
         None: the tuple ids) at the given stored, ascending seqs, one array each, fresh.
         ``frozen``: the arrays come read-only (an invoke's result), one flag per take.
-        O(len(seqs) x cols) in C plus O(chunks hit) numpy calls (one take each)."""
+        O(len(seqs) x cols) in C plus O(chunks hit) numpy calls (one take each); when
+        the rows are fewer than two per chunk spanned, O(len(seqs) x cols) Python steps
+        instead."""
         plan = self._plan(cols)
         dtypes = plan.dtypes
         blocks = self._blocks
         base = blocks[0].first if blocks else 0
         B = self.block_rows
-        if 0 < len(seqs) <= _FEW:
-            # A handful of rows (an equality query's usual answer): value by value costs
-            # less than the run-splitting and takes below, which are fixed costs per call.
+        n = len(seqs)
+        CB = self.chunk_rows
+        spanned = int(seqs[-1]) // CB - int(seqs[0]) // CB + 1 if n else 0
+        if n and (n <= _FEW or n < _FEW_PER_CHUNK * spanned):
+            # A handful of rows (an equality query's usual answer), or rows scattered
+            # over many chunks: value by value costs less than the run-splitting and the
+            # takes below, which are fixed costs per call and per chunk.
             vals: list[list] = [[] for _ in cols]
             for seq in seqs.tolist():
                 b = blocks[(seq - base) // B]
@@ -532,7 +542,6 @@ class DataSteM:
         wide = plan.wide
         if wide:
             together, viewed = plan.together, plan.viewed
-            CB = self.chunk_rows
             c = int(seqs[0]) // CB
             if c == int(seqs[-1]) // CB:  # one chunk (the usual window): no join
                 chunk = blocks[max(0, (c * CB - base) // B)].chunk
