@@ -1,6 +1,7 @@
-"""psoup/bench/asyncio_front.py: the asyncio front runs the real engine on its loop (the
-answers an engine in this process gives), so what the bench measures through it is
-ingest and invokes, not a shortcut."""
+"""The bench's bounds of other server designs do the real work (the answers an engine in
+this process gives), so what ``psoup bench grpc`` measures through them is ingest and
+invokes, not a shortcut: psoup/bench/engine_process.py (a byte-pump front and its
+engine child) and psoup/bench/asyncio_front.py (one event loop running the engine)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import psoup
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
 from psoup.api import psoup_pb2_grpc as pb_grpc
-from psoup.bench import asyncio_front
+from psoup.bench import asyncio_front, engine_process
 from psoup.bench.grpc_bench import _setup
 from psoup.bench.grpc_load import SCHEMA, make_batches
 
@@ -26,7 +27,8 @@ def _workload(db: psoup.Engine, consts: list[int], invoked: list[int]) -> list[s
     return [db.register(INVOKED, params={"c": c}) for c in invoked]
 
 
-def test_the_front_answers_as_an_engine_in_this_process() -> None:
+@pytest.mark.parametrize("front", [engine_process.front, asyncio_front.front])
+def test_the_front_answers_as_an_engine_in_this_process(front) -> None:
     consts = list(range(0, 65_536, 97))  # ~1.5% of the domain: some matches per batch
     batches = make_batches(5, 6, 500)
     invoked = [int(c) for c in np.unique(np.concatenate([b["a"][-40:] for b in batches[-2:]]))]
@@ -43,7 +45,7 @@ def test_the_front_answers_as_an_engine_in_this_process() -> None:
         for k, b in enumerate(batches)
     ]
     setup = functools.partial(_workload, consts=consts, invoked=invoked)
-    with asyncio_front.front(setup) as f:
+    with front(setup) as f:
         cpu, tuples = f.stats()
         with grpc.insecure_channel(f"127.0.0.1:{f.port}") as ch:
             stub = pb_grpc.PSoupStub(ch)
@@ -57,7 +59,20 @@ def test_the_front_answers_as_an_engine_in_this_process() -> None:
     assert cpu_after > cpu
 
 
-def test_a_setup_that_fails_starts_no_front() -> None:
+def test_the_front_fails_its_calls_once_the_engine_child_is_gone() -> None:
+    with engine_process.front(functools.partial(_workload, consts=[1], invoked=[1])) as f:
+        f.child.kill()
+        f.child.join()
+        with grpc.insecure_channel(f"127.0.0.1:{f.port}") as ch:
+            try:
+                pb_grpc.PSoupStub(ch).Invoke(pb.InvokeRequest(handle=f.ready[0]), timeout=30)
+            except grpc.RpcError as err:
+                assert err.code() == grpc.StatusCode.UNKNOWN
+            else:
+                raise AssertionError("an invoke with no engine child succeeded")
+
+
+def test_a_setup_that_fails_starts_no_asyncio_front() -> None:
     def setup(db: psoup.Engine) -> None:
         raise ValueError("no workload")
 
