@@ -100,9 +100,10 @@ _RUN_SEGMENTS = 4
 
 _FEW = 4  # gathers of at most this many rows go value by value
 #: ... and so do gathers with fewer rows than this per chunk they span: one take per chunk
-#: (~2-5 µs of fixed cost each) loses to ~0.5-1 µs a row value by value there (a vehicle's
-#: tolls over a Linear Road day: about one row per chunk of 65,536).
-_FEW_PER_CHUNK = 2
+#: (~2 µs of fixed cost for one column, ~4.4 for five) loses to ~0.5 µs a row value by
+#: value for one column, ~1 for five (break-even at ~4 rows a chunk; a vehicle's tolls
+#: over a Linear Road day are about one row per chunk of 65,536).
+_FEW_PER_CHUNK = 4
 
 
 def _block_bytes(b: _Block) -> int:
@@ -510,7 +511,7 @@ class DataSteM:
         None: the tuple ids) at the given stored, ascending seqs, one array each, fresh.
         ``frozen``: the arrays come read-only (an invoke's result), one flag per take.
         O(len(seqs) x cols) in C plus O(chunks hit) numpy calls (one take each); when
-        the rows are fewer than two per chunk spanned, O(len(seqs) x cols) Python steps
+        the rows are fewer than four per chunk spanned, O(len(seqs) x cols) Python steps
         instead."""
         plan = self._plan(cols)
         dtypes = plan.dtypes
