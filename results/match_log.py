@@ -379,24 +379,20 @@ class MatchLog:
         sealed = self._sealed
         self.floor = max(self.floor, k)
         low = self._low
-        if k <= low:
-            return self._drop_open_below(k)
-        if k - low <= len(sealed):  # the numbers passed, not every block held
-            gone = [kk for kk in range(low, k) if kk in sealed]
-        else:
-            gone = [kk for kk in sealed if kk < k]
-        self._low = k
-        while self._unfiltered and self._unfiltered[0] < k:
-            self._unfiltered.popleft()
-        for kk in gone:
-            keys = sealed.pop(kk)[0]
-            self._pairs -= len(keys)
-            if self._slot_block[kk % _SLOTS] == kk:  # else a newer block owns those bits
-                self._present[keys] &= ~_BITS[kk % _SLOTS]
-            self._masks_tell = None
-        self._drop_open_below(k)
-
-    def _drop_open_below(self, k: int) -> None:
+        if k > low:
+            if k - low <= len(sealed):  # the numbers passed, not every block held
+                gone = [kk for kk in range(low, k) if kk in sealed]
+            else:
+                gone = [kk for kk in sealed if kk < k]
+            self._low = k
+            while self._unfiltered and self._unfiltered[0] < k:
+                self._unfiltered.popleft()
+            for kk in gone:
+                keys = sealed.pop(kk)[0]
+                self._pairs -= len(keys)
+                if self._slot_block[kk % _SLOTS] == kk:  # else a newer block owns those bits
+                    self._present[keys] &= ~_BITS[kk % _SLOTS]
+                self._masks_tell = None
         if self._open_k < k:
             self._open_keys, self._open_seqs = [], []
 

@@ -520,8 +520,7 @@ class DataSteM:
         B = self.block_rows
         n = len(seqs)
         CB = self.chunk_rows
-        spanned = int(seqs[-1]) // CB - int(seqs[0]) // CB + 1 if n else 0
-        if n and (n <= _FEW or n < _FEW_PER_CHUNK * spanned):
+        if n and (n <= _FEW or n < _FEW_PER_CHUNK * (int(seqs[-1]) // CB - int(seqs[0]) // CB + 1)):
             # A handful of rows (an equality query's usual answer), or rows scattered
             # over many chunks: value by value costs less than the run-splitting and the
             # takes below, which are fixed costs per call and per chunk.

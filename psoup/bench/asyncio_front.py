@@ -33,9 +33,8 @@ import psoup
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
 from psoup.bench.engine_process import Setup
+from psoup.server.app import SERVICE
 from psoup.server.servicer import whole_result
-
-_SERVICE = pb.DESCRIPTOR.services_by_name["PSoup"].full_name
 
 
 class Front:
@@ -71,7 +70,7 @@ class Front:
 
     def _handler(self) -> grpc.GenericRpcHandler:
         return grpc.method_handlers_generic_handler(
-            _SERVICE,
+            SERVICE,
             {
                 "Ingest": grpc.stream_stream_rpc_method_handler(
                     self.ingest,

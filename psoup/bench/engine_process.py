@@ -42,6 +42,7 @@ import grpc
 import psoup
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
+from psoup.server.app import SERVICE
 from psoup.server.servicer import INGEST_DEPTH, whole_result
 
 #: What a message to the child asks for: its first byte.
@@ -49,7 +50,6 @@ INGEST, INVOKE, STATS, STOP = b"I", b"Q", b"S", b"X"
 _ID = struct.Struct("<q")  # the request's number, on the way there and back
 _COUNTS = struct.Struct("<qq")  # an ingest batch's rows and matches
 _STATS = struct.Struct("<dq")  # the child's CPU seconds, the tuples it has ingested
-_SERVICE = pb.DESCRIPTOR.services_by_name["PSoup"].full_name
 
 #: What the engine child is set up with: it is given the engine and returns whatever the
 #: bench needs back (say the handles of the queries it registered). Picklable.
@@ -166,7 +166,7 @@ class Front:
     def handler(self) -> grpc.GenericRpcHandler:
         """The front's service: Ingest and Invoke on undecoded bytes."""
         return grpc.method_handlers_generic_handler(
-            _SERVICE,
+            SERVICE,
             {
                 "Ingest": grpc.stream_stream_rpc_method_handler(self.ingest),
                 "Invoke": grpc.unary_unary_rpc_method_handler(self.invoke),
