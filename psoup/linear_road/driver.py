@@ -44,7 +44,14 @@ from psoup.progress import progress_bar
 # vehicle is the same client to the server, and a 3-hour expressway has ~370,000
 # vehicles with 3 standing queries each for those that ask: the default limit of 100,000
 # queries per client stopped the first full-duration run.
-SERVER_ARGS = ("--max-queries-per-client", "10000000")
+#
+# --ingest-share 1: Linear Road's requests (type 2 and 3, vehicles' registrations) come
+# every simulated second, so with the default 0.5 (psoup/server/turns.py) the position
+# reports were held to half the engine thread's time throughout the run, however idle the
+# machine: at L = 48 the busiest seconds need ~52% of the front-end's engine thread, and
+# two runs fell behind there with the server at 60-64% CPU (docs/BENCHMARKS.md, stop 47).
+# The requests still run before the waiting batches (the engine thread's urgent queue).
+SERVER_ARGS = ("--max-queries-per-client", "10000000", "--ingest-share", "1")
 
 
 UNAVAILABLE_RETRIES = 120  # a request asked again every 0.5 s while a shard recovers
