@@ -46,11 +46,13 @@ from psoup.progress import progress_bar
 # queries per client stopped the first full-duration run.
 #
 # --ingest-share 1: Linear Road's requests (type 2 and 3, vehicles' registrations) come
-# every simulated second, so with the default 0.5 (psoup/server/turns.py) the position
-# reports were held to half the engine thread's time throughout the run, however idle the
-# machine: at L = 48 the busiest seconds need ~52% of the front-end's engine thread, and
-# two runs fell behind there with the server at 60-64% CPU (docs/BENCHMARKS.md, stop 47).
-# The requests still run before the waiting batches (the engine thread's urgent queue).
+# every simulated second, so with the default 0.5 (psoup/server/turns.py) every batch of
+# position reports was followed by a pause as long as the engine thread's CPU for it,
+# which doubled a batch's way through the front-end: at L = 48 two runs fell behind at
+# the busiest seconds with the server 60-64% busy and its engine thread idle half the
+# time, acks up to 0.5 s late; with share 1 the same load passed, acks at most 65 ms late
+# (docs/BENCHMARKS.md, stop 47). The requests still run before the waiting batches (the
+# engine thread's urgent queue), so they wait behind one batch at most.
 SERVER_ARGS = ("--max-queries-per-client", "10000000", "--ingest-share", "1")
 
 
