@@ -49,7 +49,7 @@ from psoup.progress import progress_bar
 # every simulated second, so with the default 0.5 (psoup/server/turns.py) every batch of
 # position reports was followed by a pause as long as the engine thread's CPU for it,
 # which doubled a batch's way through the front-end: at L = 48 two runs fell behind at
-# the busiest seconds with the server 60-64% busy and its engine thread idle half the
+# the busiest seconds with the server 53-64% busy and its engine thread idle half the
 # time, acks up to 0.5 s late; with share 1 the same load passed, acks at most 65 ms late
 # (docs/BENCHMARKS.md, stop 47). The requests still run before the waiting batches (the
 # engine thread's urgent queue), so they wait behind one batch at most.
