@@ -51,8 +51,9 @@ from psoup.progress import progress_bar
 # which doubled a batch's way through the front-end: at L = 48 two runs fell behind at
 # the busiest seconds with the server 53-64% busy and its engine thread idle half the
 # time, acks up to 0.5 s late; with share 1 the same load passed, acks at most 65 ms late
-# (docs/BENCHMARKS.md, stop 47). The requests still run before the waiting batches (the
-# engine thread's urgent queue), so they wait behind one batch at most.
+# (a rerun missed by 122 balance answers 1 s late: docs/BENCHMARKS.md, stop 47). The
+# requests still run before the waiting batches (the engine thread's urgent queue), so
+# they wait behind one batch at most.
 SERVER_ARGS = ("--max-queries-per-client", "10000000", "--ingest-share", "1")
 
 
