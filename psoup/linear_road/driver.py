@@ -45,15 +45,11 @@ from psoup.progress import progress_bar
 # vehicles with 3 standing queries each for those that ask: the default limit of 100,000
 # queries per client stopped the first full-duration run.
 #
-# --ingest-share 1: Linear Road's requests (type 2 and 3, vehicles' registrations) come
-# every simulated second, so with the default 0.5 (psoup/server/turns.py) every batch of
-# position reports was followed by a pause as long as the engine thread's CPU for it,
-# which doubled a batch's way through the front-end: at L = 48 two runs fell behind at
-# the busiest seconds with the server 53-64% busy and its engine thread idle half the
-# time, acks up to 0.5 s late; with share 1 the same load passed, acks at most 65 ms late
-# (a rerun missed by 122 balance answers 1 s late: docs/BENCHMARKS.md, stop 47). The
-# requests still run before the waiting batches (the engine thread's urgent queue), so
-# they wait behind one batch at most.
+# --ingest-share 1: Linear Road's requests come every simulated second, so with the
+# default 0.5 (psoup/server/turns.py) every batch of reports paid a pause as long as its
+# engine CPU, doubling its way through the front-end; at L = 48 that alone made the
+# reports queue at the busiest seconds (docs/BENCHMARKS.md, the `-L48-epyc2-share1`
+# block). The requests still run before waiting batches (the urgent queue).
 SERVER_ARGS = ("--max-queries-per-client", "10000000", "--ingest-share", "1")
 
 
