@@ -188,6 +188,8 @@ def run(
             if shards
             else ""
         )
+        + f"; the driver {per_report(summary.driver_cpu)} (the vehicles' clients, alert"
+        " service and answer files, on the same cores)"
         + ". Peak RSS: "
         + ", ".join(f"{k} {v / 2**30:.2f} GB" for k, v in summary.peak_rss.items())
         + f". Generation {gen_s:.0f} s (in a child process), "

@@ -84,6 +84,7 @@ class Summary:
     peak_rss: dict[str, int] = field(default_factory=dict)  # process -> bytes
     # balance and daily requests, wall ms: phase -> {"p50", "p99", "max"}
     request_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    driver_cpu: float = 0.0  # the driver's CPU seconds over the replay (Replay.cpu_seconds)
 
     @property
     def missed(self) -> int:
@@ -320,6 +321,7 @@ class Replay:
     # queue): a disk stalled from outside, which every fsync waits behind.
     disk_busy: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     disk_ms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    cpu_seconds: float = 0.0  # this process's CPU time (every thread) over the replay
 
     def slowest(self, n: int = 10) -> list[dict[str, float]]:
         """The ``n`` simulated seconds with the slowest answers: the second, its slowest
@@ -573,6 +575,7 @@ def replay(
     ahead = _ReadAhead(input_path, start=start, until=until)
     ahead.first_ready.wait()  # the first block is parsed before the clock starts
     clock["start"] = time.monotonic() - start / speedup
+    cpu0 = time.process_time()
     sampler.start()
     total = (last + 1 if until is None else min(until, last + 1)) - start
     bar = progress_bar(
@@ -627,6 +630,7 @@ def replay(
     sampler.join()
     answers.close()
     seconds = time.monotonic() - clock["start"]
+    cpu_seconds = time.process_time() - cpu0
     request_ms = np.array(phases, dtype=np.float32).reshape(-1, 2)
     return Replay(
         answers,
@@ -642,6 +646,7 @@ def replay(
         steal_at,
         disk_busy_at,
         disk_ms_at,
+        cpu_seconds,
     )
 
 
@@ -655,7 +660,8 @@ def _derived_made(client: PSoupClient) -> dict[str, int]:
 
 def summarize(rep: Replay, speedup: float) -> Summary:
     """Response-time statistics per answer type, and the slowest seconds."""
-    out = Summary(seconds=rep.seconds, speedup=speedup, failed=rep.failed, retried=rep.retried)
+    out = Summary(seconds=rep.seconds, speedup=speedup, failed=rep.failed, retried=rep.retried,
+                  driver_cpu=rep.cpu_seconds)  # fmt: skip
     for kind in FILES:
         _, resp = rep.answers.columns(kind)
         out.rows[kind] = {
