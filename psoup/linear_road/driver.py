@@ -84,7 +84,7 @@ class Summary:
     peak_rss: dict[str, int] = field(default_factory=dict)  # process -> bytes
     # balance and daily requests, wall ms: phase -> {"p50", "p99", "max"}
     request_ms: dict[str, dict[str, float]] = field(default_factory=dict)
-    driver_cpu: float = 0.0  # the driver's CPU seconds over the replay (Replay.cpu_seconds)
+    driver_cpu: float = 0.0  # the driver's CPU seconds over the replay (Replay.driver_cpu)
 
     @property
     def missed(self) -> int:
@@ -252,15 +252,16 @@ class _AnswerFiles:
 
     def add(self, kind: str, columns: Sequence[int | np.ndarray]) -> None:
         """Write answers of ``kind`` given as columns in the validator's layout, each a
-        1-D integer array or one int for every row (the type, a second's emit), and note
+        1-D integer array or one int for every row (the type, a second's emit; the times
+        are always an array), and note
         their responses. O(rows x columns) in C loops: no Python frame per row, which cost
         the driver ~1.5 µs an answer at ~37,000 toll notifications a second (L = 48)."""
-        n = max((len(c) for c in columns if not isinstance(c, int)), default=0)
-        if not n:
-            return
         t_col, e_col = (2, 3) if kind == "toll" else (1, 2)
-        t, e = (np.full(n, c, np.int32) if isinstance(c, int) else np.asarray(c, np.int32)
-                for c in (columns[t_col], columns[e_col]))  # fmt: skip
+        t = np.asarray(columns[t_col], np.int32)  # the answers' times: always a column
+        if not (n := len(t)):
+            return
+        e = columns[e_col]
+        e = np.full(n, e, np.int32) if isinstance(e, int) else np.asarray(e, np.int32)
         text = _csv_lines(columns, n)
         with self.lock:
             self.files[kind].write(text)
@@ -321,7 +322,7 @@ class Replay:
     # queue): a disk stalled from outside, which every fsync waits behind.
     disk_busy: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     disk_ms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    cpu_seconds: float = 0.0  # this process's CPU time (every thread) over the replay
+    driver_cpu: float = 0.0  # this process's CPU seconds (every thread) over the replay
 
     def slowest(self, n: int = 10) -> list[dict[str, float]]:
         """The ``n`` simulated seconds with the slowest answers: the second, its slowest
@@ -630,7 +631,7 @@ def replay(
     sampler.join()
     answers.close()
     seconds = time.monotonic() - clock["start"]
-    cpu_seconds = time.process_time() - cpu0
+    driver_cpu = time.process_time() - cpu0
     request_ms = np.array(phases, dtype=np.float32).reshape(-1, 2)
     return Replay(
         answers,
@@ -646,7 +647,7 @@ def replay(
         steal_at,
         disk_busy_at,
         disk_ms_at,
-        cpu_seconds,
+        driver_cpu,
     )
 
 
@@ -661,7 +662,7 @@ def _derived_made(client: PSoupClient) -> dict[str, int]:
 def summarize(rep: Replay, speedup: float) -> Summary:
     """Response-time statistics per answer type, and the slowest seconds."""
     out = Summary(seconds=rep.seconds, speedup=speedup, failed=rep.failed, retried=rep.retried,
-                  driver_cpu=rep.cpu_seconds)  # fmt: skip
+                  driver_cpu=rep.driver_cpu)  # fmt: skip
     for kind in FILES:
         _, resp = rep.answers.columns(kind)
         out.rows[kind] = {
