@@ -94,6 +94,8 @@ def test_usage_errors_exit_2(capsys) -> None:
         ["invoke", "h", "--format", "xml"],
         ["serve", "--port", "70000"],
         ["serve", "--tls-cert", "cert.pem"],
+        ["serve", "--cpus", "x"],
+        ["serve", "--cpus", "100000"],
     ):
         with pytest.raises(SystemExit) as exc:
             cli.main(argv)

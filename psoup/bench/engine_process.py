@@ -147,9 +147,12 @@ class Front:
         room = threading.Semaphore(INGEST_DEPTH)
 
         def forward() -> None:
-            for body in requests:
-                room.acquire()
-                sent.put(self.ask(INGEST, body))
+            try:
+                for body in requests:
+                    room.acquire()
+                    sent.put(self.ask(INGEST, body))
+            except grpc.RpcError:  # the client went away (the bench kills its ingester)
+                pass
             sent.put(None)
 
         threading.Thread(target=forward, name="front-forward", daemon=True).start()
@@ -201,8 +204,10 @@ def front(setup: Setup, max_message_bytes: int = 64 << 20):
             server.stop(grace=None)
         with contextlib.suppress(OSError):  # else the child is gone already
             mine.send_bytes(STOP)
-        mine.close()
+        # The pipe is closed once the child has gone: the answers' reader then sees the
+        # end of it, not a connection closed under its feet.
         child.join(timeout=10)
         if child.is_alive():
             child.kill()
             child.join()
+        mine.close()

@@ -2,13 +2,15 @@
 
 1. Ingest: the core benchmark's equality workload (65,536 standing queries ``r.a = c``)
    ingested in-process, and through a server in this process from a client in another
-   process (psoup/bench/grpc_load.py), on the same generated batches; and, as a bound,
+   process (psoup/bench/grpc_load.py), on the same generated batches, also with the
+   server's threads kept on one CPU (``psoup serve --cpus``); and, as a bound,
    through a bare gRPC front that forwards the batches to the engine in a process of its
    own (psoup/bench/engine_process.py), and through a bare asyncio gRPC front whose one
    event loop thread runs the engine itself (psoup/bench/asyncio_front.py).
 2. Invoke latency: p50/p99 of a selective query (an equality, ~1 match) over a window of
    2^16 tuples, with 1, 4 and 16 concurrent clients while another process ingests;
-   against the server and, as bounds, the two fronts.
+   against the server, the server kept on one CPU (``--cpus``) and, as bounds, the two
+   fronts.
 3. Invokes one call each (Invoke) against the same invokes in Batch calls of 4, 16 and
    64: the server's CPU and the client's wall time per invoke.
 4. A CSV file through the command line: 1,000,000 rows of 4 int attributes written with
@@ -18,7 +20,7 @@
    server holding the same 65,536 equality queries; three times each, alternating.
 
 Costs (full size): part 1 generates 2,000,000 tuples per batch size and registers 65,536
-queries twice per batch size; part 4 registers them six times (~10 s each) and writes
+queries three times per batch size; part 4 registers them six times (~10 s each) and writes
 the CSV file once. The whole suite takes a few minutes on 2 cores; ``--quick`` (1024
 queries, smaller runs, a 100,000-row CSV) well under a minute.
 """
@@ -43,6 +45,7 @@ from psoup.bench import asyncio_front, engine_process, machine, report
 from psoup.bench.core import Section
 from psoup.bench.grpc_load import CSV_SCHEMA, EQ_DOMAIN, SCHEMA, csv_columns, make_batches
 from psoup.server import ServerConfig, start_server
+from psoup.server.pinning import allowed_cpus
 
 EQ_QUERY = "SELECT * FROM r WHERE a = :c BEGIN NOW - 9999 END NOW"
 INVOKE_QUERY = "SELECT * FROM r WHERE a = :c BEGIN NOW - 65535 END NOW"
@@ -66,6 +69,7 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
     sec = Section(
         f"Ingest: {n_queries:,} equality queries, in-process vs through the server",
         ["batch rows", "in-process t/s", "gRPC t/s", "gRPC / in-process",
+         "gRPC, --cpus 1 CPU t/s", "--cpus 1 CPU / in-process",
          "engine process t/s", "engine process / in-process",
          "asyncio front t/s", "asyncio front / in-process"],
     )  # fmt: skip
@@ -87,13 +91,8 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
         db.close()
         load = ("--seed", str(seed), "--batches", str(count), "--rows", str(rows),
                 "--warm", str(warm))  # fmt: skip
-        srv = start_server(ServerConfig(port=0))
-        try:
-            srv.worker.call(lambda s=srv: _setup(s.engine, consts))
-            got = _load("ingest", f"127.0.0.1:{srv.port}", *load)
-        finally:
-            srv.stop(grace=1)
-        remote = got["rows"] / got["seconds"]
+        remote = _server_ingest(None, consts, load)
+        placed = _server_ingest(ONE_CPU, consts, load) if ONE_CPU else None
         with engine_process.front(functools.partial(_setup, consts=consts)) as f:
             cpu = f.stats()[0]
             apart = _load("ingest", f"127.0.0.1:{f.port}", *load)
@@ -102,16 +101,21 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
         with asyncio_front.front(functools.partial(_setup, consts=consts)) as f:
             got = _load("ingest", f"127.0.0.1:{f.port}", *load)
         loop = got["rows"] / got["seconds"]
+        ratio = placed / local if placed else None
         sec.rows.append(
-            [rows, local, remote, remote / local, split, split / local, loop, loop / local]
-        )
+            [rows, local, remote, remote / local, placed, ratio, split, split / local, loop,
+             loop / local]
+        )  # fmt: skip
         engine_us.append((rows, 1e6 * local_s / (count - warm), 1e6 * cpu / count))
     sec.notes.append(
         f"{total_rows:,} tuples per run, the first fifth untimed; max_window {MAX_WINDOW + 1:,}. "
         "The gRPC client runs in its own process and pipelines batches on one Ingest stream "
         "(columnar little-endian arrays); the server decodes with np.frombuffer and runs the "
         "same engine code on its engine thread. Both processes share the machine's 2 cores. "
-        "'engine process': the same client against the other design at its leanest "
+        f"'--cpus 1 CPU': the same server with every thread of its own kept on CPU "
+        f"{_listed(ONE_CPU)} (`psoup serve --cpus`, psoup/server/pinning.py), the client "
+        "free to run on any. 'engine process': the same client against the other design "
+        "at its leanest "
         "(psoup/bench/engine_process.py): a gRPC front that only forwards each request's "
         "bytes, undecoded, over a pipe to the engine in a process of its own, which decodes "
         "them and answers with the batch's counts; none of the server's checks, durability "
@@ -128,6 +132,26 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
         "taking the hand-offs out of the server could give at best."
     )
     return sec
+
+
+#: The CPU the one-CPU server runs on (``psoup serve --cpus``): the lowest this process
+#: may use; None where there are not two to choose from (the runs are then left out).
+ONE_CPU = frozenset({min(allowed_cpus())}) if len(allowed_cpus()) >= 2 else None
+
+
+def _listed(cpus: frozenset[int] | None) -> str:
+    return ",".join(map(str, sorted(cpus))) if cpus else "(none: fewer than 2 CPUs)"
+
+
+def _server_ingest(cpus: frozenset[int] | None, consts: list[int], load: tuple) -> float:
+    """Tuples/s through a server whose threads run on ``cpus`` (None: anywhere)."""
+    srv = start_server(ServerConfig(port=0, cpus=cpus))
+    try:
+        srv.worker.call(lambda: _setup(srv.engine, consts))
+        got = _load("ingest", f"127.0.0.1:{srv.port}", *load)
+    finally:
+        srv.stop(grace=1)
+    return got["rows"] / got["seconds"]
 
 
 def _invokers(target: str, handles: Path, clients: int, invokes: int, seed: int) -> list:
@@ -200,6 +224,7 @@ def _invoke_server(n_queries: int, rng: np.random.Generator, seed: int):
 #: applications are), or threads of one client process (sharing its interpreter lock,
 #: whose waits then count in the latency).
 LAYOUTS = ("processes", "threads")
+PLACED = "processes, server on 1 CPU"  # client processes against a server with --cpus
 APART = "processes, engine apart"  # client processes against engine_process's front
 LOOP = "processes, asyncio front"  # client processes against asyncio_front's server
 
@@ -258,6 +283,17 @@ def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) 
         )  # fmt: skip
     finally:
         srv.stop(grace=1)
+    if ONE_CPU:
+        srv = start_server(ServerConfig(port=0, cpus=ONE_CPU))
+        try:
+            handles = srv.worker.call(lambda: _invoke_workload(srv.engine, **args))
+            _invoke_runs(
+                sec, f"127.0.0.1:{srv.port}", handles,
+                lambda: srv.engine.stats()["streams"]["r"]["tuples_ingested"],
+                [(c, PLACED) for c in clients], invokes, seed,
+            )  # fmt: skip
+        finally:
+            srv.stop(grace=1)
     with engine_process.front(functools.partial(_invoke_workload, **args)) as f:
         _invoke_runs(
             sec, f"127.0.0.1:{f.port}", f.ready, lambda: f.stats()[1],
@@ -274,7 +310,10 @@ def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) 
         "as the server takes them. 'processes': each client is a process of its own, as "
         "separate applications are; 'threads': the clients are threads of one process and "
         "share its interpreter lock. Latency is measured per call at the client, from "
-        f"request to answer (a unary Invoke). '{APART}': client processes as in "
+        f"request to answer (a unary Invoke). '{PLACED}': client processes as in "
+        f"'processes', against the same server with every thread of its own kept on CPU "
+        f"{_listed(ONE_CPU)} (`psoup serve --cpus`), the clients free to run on any. "
+        f"'{APART}': client processes as in "
         "'processes', against the engine-process front of the ingest table "
         "(psoup/bench/engine_process.py: the same workload, the engine in a process of "
         "its own running one thing at a time, invokes before waiting ingest batches, gRPC "
@@ -466,7 +505,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
                 [r[col] for r in lat.rows if r[1] == how],
             )
             for stat, col in (("p50", 3), ("p99", 5))
-            for how in (*LAYOUTS, APART, LOOP)
+            for how in (*LAYOUTS, PLACED, APART, LOOP)
         },
     )
     md += ["![invoke latency](grpc_invoke_latency.png)", ""]

@@ -145,6 +145,16 @@ def _share(text: str) -> float:
     return float(v)
 
 
+def _cpus(text: str) -> frozenset[int]:
+    """A list of CPUs: 0, 0,2 or 0-3,6."""
+    from psoup.server.pinning import parse_cpus
+
+    try:
+        return parse_cpus(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _message_bytes(text: str) -> int:
     return _count(text, 1, GRPC_MAX_MESSAGE_BYTES)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from psoup.cli.args import (
     STRATEGIES,
+    _cpus,
     _message_bytes,
     _port,
     _positive,
@@ -129,6 +130,14 @@ def add_parser(sub) -> None:
         metavar="MB",
         help="start a checkpoint once this much log was written since the last one; the log "
         "replayed at start is at most this long (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--cpus",
+        type=_cpus,
+        metavar="LIST",
+        help="keep the server's threads on these CPUs (0, 0,2 or 0-3): its threads share "
+        "one interpreter lock, and on one CPU they hand it on without waking another, "
+        "leaving the rest to its neighbours (Linux; default: the scheduler places them)",
     )
     serve.add_argument("--tls-cert", metavar="FILE", help="PEM certificate chain (needs --tls-key)")
     serve.add_argument("--tls-key", metavar="FILE", help="PEM private key (needs --tls-cert)")
@@ -258,9 +267,14 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.shards is not None and args.shards < 1:
         parser.error(f"serve: --shards must be at least 1, not {args.shards}")
     from psoup.server import ServerConfig, serve_forever
+    from psoup.server.pinning import check_cpus
     from psoup.storage.durable import default_data_dir
     from psoup.storage.log import LogCorruptError
 
+    try:
+        check_cpus(args.cpus)
+    except ValueError as err:
+        parser.error(f"serve: {err}")
     config = ServerConfig(
         host=args.host,
         port=args.port,
@@ -289,6 +303,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         log_level=args.log_level,
         log_format=args.log_format,
+        cpus=args.cpus,
     )
     # Recovery's warnings (a torn last record dropped) as one plain line each.
     warnings.formatwarning = lambda message, *_args, **_kw: f"psoup: warning: {message}\n"

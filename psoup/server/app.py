@@ -25,6 +25,7 @@ from psoup.server.config import ServerConfig
 from psoup.server.guard import DecodeGuard
 from psoup.server.logs import event
 from psoup.server.observe import Observer
+from psoup.server.pinning import check_cpus, threads_made_on
 from psoup.server.servicer import PSoupServicer
 from psoup.server.worker import EngineWorker
 from psoup.storage.durable import CheckpointStats, DataDir
@@ -133,10 +134,17 @@ def _engine(config: ServerConfig):
 
 def start_server(config: ServerConfig) -> RunningServer:
     """Build the engine, bind ``config.host:config.port`` (0 = any free port) and start.
+    With ``config.cpus``, every thread (and process) the server makes runs on those CPUs
+    (server/pinning.py).
 
-    Raises ValueError for a bad token file or TLS setting, RuntimeError if the port
-    cannot be bound.
+    Raises ValueError for a bad token file, TLS setting or CPU list, RuntimeError if the
+    port cannot be bound.
     """
+    with threads_made_on(check_cpus(config.cpus)):
+        return _start_server(config)
+
+
+def _start_server(config: ServerConfig) -> RunningServer:
     tokens, admins = (
         load_tokens(config.auth_tokens_file) if config.auth_tokens_file else (None, frozenset())
     )

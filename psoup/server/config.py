@@ -44,3 +44,6 @@ class ServerConfig:
     shards: int | None = None
     ray_address: str | None = None  # join this Ray cluster (None: start one for this server)
     checkpoint_bytes: int = 256 << 20  # log written since the last checkpoint that starts one
+    # Keep every thread of the server on these CPUs (psoup/server/pinning.py); None: the
+    # scheduler places them.
+    cpus: frozenset[int] | None = None

@@ -1,0 +1,77 @@
+"""Keeping the server's threads on chosen CPUs (``psoup serve --cpus``).
+
+The server's threads (gRPC's, the handlers', the ingest readers, the engine's) share one
+interpreter lock, so together they run Python on one CPU at a time, and they hand the
+lock and their work to each other several times per call. Left to the scheduler, the
+thread woken by a hand-off is often started on the other CPU, which on a virtual machine
+may first have to be woken itself; the server then pays for a cross-CPU wake-up at every
+hand-off and leaves no CPU to the processes beside it (its clients on the same machine).
+Kept on one CPU, a hand-off is a switch on that CPU, and the clients have the others. On
+the 2-core host of issue #19, ``--cpus 0`` took invoke p99 with 4 client processes
+during ingest from 9.3-10.5 ms to 5.9-6.2 (p50 from 4.0-4.8 to 1.9-2.2) and gRPC ingest
+at 8,192 rows from 0.37 of in-process to 0.41-0.51; pinning the engine thread alone to a
+CPU of its own did not pay (docs/BENCHMARKS.md, the gRPC reading, stop 49).
+
+Only the server's own threads are placed: ``start_server`` runs while the thread calling
+it is on the chosen CPUs, so every thread the server makes (and the threads those make,
+and the processes it starts: Ray's, with ``--shards``) inherits them; the calling thread
+gets its own CPUs back after. An application embedding a server keeps its other threads
+where they were. Linux only (``os.sched_setaffinity``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+
+def allowed_cpus() -> frozenset[int]:
+    """The CPUs the calling thread may run on (empty where the platform cannot tell)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return frozenset()
+    return frozenset(os.sched_getaffinity(0))
+
+
+def parse_cpus(text: str) -> frozenset[int]:
+    """The CPUs of a list such as ``0``, ``0,2`` or ``0-3,6`` (taskset's form). Raises
+    ValueError naming the part that is not a CPU number or a range of them."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        if not (lo.isdigit() and (not dash or hi.isdigit())) or (dash and int(hi) < int(lo)):
+            raise ValueError(f"{part.strip()!r} is not a CPU number or a range a-b of them")
+        cpus.update(range(int(lo), int(hi if dash else lo) + 1))
+    return frozenset(cpus)
+
+
+def check_cpus(cpus: Iterable[int] | None) -> frozenset[int] | None:
+    """``cpus`` as a set, checked (None: the scheduler places the threads). Raises
+    ValueError naming ``--cpus`` if the platform cannot place threads or a CPU is not one
+    this process may use."""
+    if cpus is None:
+        return None
+    chosen = frozenset(cpus)
+    may = allowed_cpus()
+    if not hasattr(os, "sched_setaffinity") or not may:
+        raise ValueError("--cpus: this platform cannot keep threads on chosen CPUs")
+    if not chosen or not chosen <= may:
+        listed = ", ".join(map(str, sorted(may)))
+        wrong = ", ".join(map(str, sorted(chosen - may))) or "none given"
+        raise ValueError(f"--cpus: {wrong}: not a CPU this process may use ({listed})")
+    return chosen
+
+
+@contextmanager
+def threads_made_on(cpus: frozenset[int] | None) -> Iterator[None]:
+    """While the block runs, keep the calling thread on ``cpus``, so that the threads and
+    processes it starts inherit them; give it its own CPUs back after (None: nothing)."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)

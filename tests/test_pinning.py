@@ -1,0 +1,116 @@
+"""``--cpus``: every thread the server makes runs on the chosen CPUs, the caller's
+threads stay where they were, the server answers as it does unplaced; and the
+refusals (psoup/server/pinning.py).
+
+Real threads, real affinity masks (read back from the kernel), a real server and client.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import psoup
+from clients import PSoupClient
+from psoup.server import ServerConfig, start_server
+from psoup.server.pinning import allowed_cpus, check_cpus, parse_cpus
+
+CPUS = allowed_cpus()
+needs_two = pytest.mark.skipif(
+    len(CPUS) < 2 or not hasattr(os, "sched_setaffinity"),
+    reason="placing threads needs Linux and two CPUs this process may use",
+)
+QUERY = "SELECT * FROM r WHERE a = 2 BEGIN NOW - 99 END NOW"
+
+
+def _tids() -> set[int]:
+    return {int(p.name) for p in Path("/proc/self/task").iterdir()}
+
+
+def test_cpu_lists_parse_as_taskset_writes_them() -> None:
+    assert parse_cpus("0") == {0}
+    assert parse_cpus("0,2") == {0, 2}
+    assert parse_cpus("0-3,6") == {0, 1, 2, 3, 6}
+    assert parse_cpus(" 1 , 1-2") == {1, 2}
+    for bad in ("", "a", "-1", "3-1", "1-", "0,,1", "1.5"):
+        with pytest.raises(ValueError, match="is not a CPU number"):
+            parse_cpus(bad)
+
+
+def test_no_cpus_no_placing() -> None:
+    assert check_cpus(None) is None
+
+
+@pytest.mark.skipif(not CPUS, reason="the platform cannot tell a thread's CPUs")
+def test_a_cpu_the_process_may_not_use_is_refused() -> None:
+    bad = max(CPUS) + 1
+    with pytest.raises(ValueError, match=rf"--cpus: {bad}: not a CPU this process may use"):
+        check_cpus({min(CPUS), bad})
+    with pytest.raises(ValueError, match="--cpus: none given"):
+        check_cpus(set())
+    before = _tids()
+    with pytest.raises(ValueError, match="--cpus"):
+        start_server(ServerConfig(port=0, cpus=frozenset({bad})))
+    assert _tids() <= before  # refused before anything was started
+
+
+@needs_two
+def test_an_embedded_servers_threads_on_its_cpus_the_callers_where_they_were() -> None:
+    cpu = max(CPUS)
+    mine = os.sched_getaffinity(0)
+    before = {t.native_id for t in threading.enumerate()}
+    srv = start_server(ServerConfig(port=0, cpus=frozenset({cpu})))
+    try:
+        with PSoupClient(f"127.0.0.1:{srv.port}", timeout=10) as c:
+            c.create_stream("r", {"a": "int", "t": "int"}, time="t")
+            a = np.random.default_rng(3).integers(0, 5, 500)
+            c.insert_columns("r", {"a": a, "t": np.arange(500)})  # an ingest reader too
+            got = c.invoke(c.register(QUERY))
+            # The Python threads the server made: the engine's, gRPC's serving loop, the
+            # handlers, the ingest reader (the client makes none).
+            made = {t.native_id for t in threading.enumerate()} - before
+            assert srv.worker._thread.native_id in made and len(made) >= 3
+            assert {os.sched_getaffinity(tid) == {cpu} for tid in made} == {True}
+        assert os.sched_getaffinity(0) == mine
+    finally:
+        srv.stop(grace=1)
+    db = psoup.connect()
+    db.create_stream("r", {"a": "int", "t": "int"}, time="t")
+    db.insert_columns("r", {"a": a, "t": np.arange(500)})
+    want = db.invoke(db.register(QUERY))
+    assert sorted(got.rows) == sorted(want.rows) and want.rows
+
+
+@needs_two
+def test_psoup_serve_keeps_every_thread_but_the_idle_main_one_on_its_cpus() -> None:
+    cpu = min(CPUS)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "psoup", "serve", "--in-memory", "--port", "0",
+         "--cpus", str(cpu)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # numpy's BLAS would start its threads at import, before the server (and --cpus)
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("psoup serving on 127.0.0.1:"), (line, proc.stderr.read())
+        cpus = {int(t.name): _cpus_allowed(t) for t in Path(f"/proc/{proc.pid}/task").iterdir()}
+        assert cpus.pop(proc.pid) == CPUS  # the main thread: it waits for a signal
+        assert len(cpus) >= 5 and set(cpus.values()) == {frozenset({cpu})}, cpus
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _cpus_allowed(task: Path) -> frozenset[int]:
+    """A thread's CPUs, as the kernel lists them in its status."""
+    for line in (task / "status").read_text().splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return parse_cpus(line.split(":", 1)[1])
+    raise AssertionError(f"no Cpus_allowed_list in {task}/status")
