@@ -135,9 +135,10 @@ def add_parser(sub) -> None:
         "--cpus",
         type=_cpus,
         metavar="LIST",
-        help="keep the server's threads on these CPUs (0, 0,2 or 0-3): its threads share "
-        "one interpreter lock, and on one CPU they hand it on without waking another, "
-        "leaving the rest to its neighbours (Linux; default: the scheduler places them)",
+        help="keep the server's threads (and the processes it starts: Ray's, with --shards) "
+        "on these CPUs (0, 0,2 or 0-3): its threads share one interpreter lock, and on one "
+        "CPU they hand it on without waking another, leaving the rest to its clients "
+        "(Linux; default: the scheduler places them)",
     )
     serve.add_argument("--tls-cert", metavar="FILE", help="PEM certificate chain (needs --tls-key)")
     serve.add_argument("--tls-key", metavar="FILE", help="PEM private key (needs --tls-cert)")
