@@ -266,31 +266,25 @@ def _invoke_runs(
 
 def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) -> Section:
     """Invoke p50/p99 for concurrent clients while another process ingests: against the
-    server (the clients as processes, then as threads of one process), then, as a bound,
-    against the engine-process front (clients as processes)."""
+    server (the clients as processes, then as threads of one process), the server kept on
+    one CPU (clients as processes), then, as bounds, against the engine-process and
+    asyncio fronts (clients as processes)."""
     sec = Section(
         "Invoke latency at window 2^16 while ingest runs",
         ["clients", "as", "invokes", "p50 ms", "p90 ms", "p99 ms", "ingest t/s meanwhile"],
     )
     args = _invoke_args(n_queries, np.random.default_rng(seed + 1), seed)
-    srv = start_server(ServerConfig(port=0))
-    try:
-        handles = srv.worker.call(lambda: _invoke_workload(srv.engine, **args))
-        _invoke_runs(
-            sec, f"127.0.0.1:{srv.port}", handles,
-            lambda: srv.engine.stats()["streams"]["r"]["tuples_ingested"],
-            [(c, how) for c in clients for how in LAYOUTS], invokes, seed,
-        )  # fmt: skip
-    finally:
-        srv.stop(grace=1)
+    placements = [(None, [(c, how) for c in clients for how in LAYOUTS])]
     if ONE_CPU:
-        srv = start_server(ServerConfig(port=0, cpus=ONE_CPU))
+        placements.append((ONE_CPU, [(c, PLACED) for c in clients]))
+    for cpus, runs in placements:
+        srv = start_server(ServerConfig(port=0, cpus=cpus))
         try:
-            handles = srv.worker.call(lambda: _invoke_workload(srv.engine, **args))
+            handles = srv.worker.call(lambda s=srv: _invoke_workload(s.engine, **args))
             _invoke_runs(
                 sec, f"127.0.0.1:{srv.port}", handles,
-                lambda: srv.engine.stats()["streams"]["r"]["tuples_ingested"],
-                [(c, PLACED) for c in clients], invokes, seed,
+                lambda s=srv: s.engine.stats()["streams"]["r"]["tuples_ingested"],
+                runs, invokes, seed,
             )  # fmt: skip
         finally:
             srv.stop(grace=1)

@@ -56,9 +56,11 @@ def check_cpus(cpus: Iterable[int] | None) -> frozenset[int] | None:
     may = allowed_cpus()
     if not hasattr(os, "sched_setaffinity") or not may:
         raise ValueError("--cpus: this platform cannot keep threads on chosen CPUs")
-    if not chosen or not chosen <= may:
+    if not chosen:
+        raise ValueError("--cpus: no CPU given")
+    if not chosen <= may:
         listed = ", ".join(map(str, sorted(may)))
-        wrong = ", ".join(map(str, sorted(chosen - may))) or "none given"
+        wrong = ", ".join(map(str, sorted(chosen - may)))
         raise ValueError(f"--cpus: {wrong}: not a CPU this process may use ({listed})")
     return chosen
 
