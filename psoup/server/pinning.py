@@ -8,10 +8,11 @@ may first have to be woken itself; the server then pays for a cross-CPU wake-up 
 hand-off and leaves no CPU to the processes beside it (its clients on the same machine).
 Kept on one CPU, a hand-off is a switch on that CPU, and the clients have the others. On
 the 2-core host of issue #19, ``--cpus 0`` took invoke p99 with 4 client processes
-during ingest from 6.86 and 12.23 ms to 5.36 and 8.37 in two runs of ``psoup bench
-grpc`` (p50 2.86 and 4.90 to 2.43 and 3.00); gRPC ingest at 8,192 rows was 0.42 and
-0.535 of in-process against 0.422 and 0.29 (docs/BENCHMARKS.md, the gRPC reading, stop
-49). Pinning the engine thread alone to a CPU of its own did not pay.
+during ingest from 8.28, 6.86 and 12.23 ms to 4.90, 5.36 and 8.37 in three runs of
+``psoup bench grpc`` (p50 3.63, 2.86 and 4.90 to 1.92, 2.43 and 3.00); gRPC ingest at
+8,192 rows was 0.508, 0.42 and 0.535 of in-process against 0.449, 0.422 and 0.29
+(docs/BENCHMARKS.md, the gRPC reading, stop 49). Pinning the engine thread alone to a
+CPU of its own did not pay.
 
 Only the server's own threads are placed: ``start_server`` runs while the thread calling
 it is on the chosen CPUs, so every thread the server makes (and the threads those make,
