@@ -38,7 +38,7 @@ def test_cpu_lists_parse_as_taskset_writes_them() -> None:
     assert parse_cpus("0,2") == {0, 2}
     assert parse_cpus("0-3,6") == {0, 1, 2, 3, 6}
     assert parse_cpus(" 1 , 1-2") == {1, 2}
-    for bad in ("", "a", "-1", "3-1", "1-", "0,,1", "1.5"):
+    for bad in ("", "a", "-1", "3-1", "1-", "0,,1", "1.5", "²", "0-²"):
         with pytest.raises(ValueError, match="is not a CPU number"):
             parse_cpus(bad)
 

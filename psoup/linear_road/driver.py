@@ -253,9 +253,9 @@ class _AnswerFiles:
     def add(self, kind: str, columns: Sequence[int | np.ndarray]) -> None:
         """Write answers of ``kind`` given as columns in the validator's layout, each a
         1-D integer array or one int for every row (the type, a second's emit; the times
-        are always an array), and note
-        their responses. O(rows x columns) in C loops: no Python frame per row, which cost
-        the driver ~1.5 µs an answer at ~37,000 toll notifications a second (L = 48)."""
+        are always an array), and note their responses. O(rows x columns) in C loops: no
+        Python frame per row, which cost the driver ~1.5 µs an answer at ~37,000 toll
+        notifications a second (L = 48)."""
         t_col, e_col = (2, 3) if kind == "toll" else (1, 2)
         t = np.asarray(columns[t_col], np.int32)  # the answers' times: always a column
         if not (n := len(t)):

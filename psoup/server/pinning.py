@@ -41,7 +41,8 @@ def parse_cpus(text: str) -> frozenset[int]:
     cpus: set[int] = set()
     for part in text.split(","):
         lo, dash, hi = part.strip().partition("-")
-        if not (lo.isdigit() and (not dash or hi.isdigit())) or (dash and int(hi) < int(lo)):
+        # isdecimal, not isdigit: int() refuses digits such as "²" that isdigit takes
+        if not (lo.isdecimal() and (not dash or hi.isdecimal())) or (dash and int(hi) < int(lo)):
             raise ValueError(f"{part.strip()!r} is not a CPU number or a range a-b of them")
         cpus.update(range(int(lo), int(hi if dash else lo) + 1))
     return frozenset(cpus)
