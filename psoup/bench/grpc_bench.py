@@ -6,11 +6,13 @@
    server's threads kept on one CPU (``psoup serve --cpus``); and, as a bound,
    through a bare gRPC front that forwards the batches to the engine in a process of its
    own (psoup/bench/engine_process.py), and through a bare asyncio gRPC front whose one
-   event loop thread runs the engine itself (psoup/bench/asyncio_front.py).
+   event loop thread runs the engine itself (psoup/bench/asyncio_front.py). Also through
+   the built server with its engine in a process of its own: ``psoup serve --shards 1``,
+   one engine shard on Ray behind the sharded front-end (psoup/shard).
 2. Invoke latency: p50/p99 of a selective query (an equality, ~1 match) over a window of
    2^16 tuples, with 1, 4 and 16 concurrent clients while another process ingests;
-   against the server, the server kept on one CPU (``--cpus``) and, as bounds, the two
-   fronts.
+   against the server, the server kept on one CPU (``--cpus``), the server with one shard
+   (``--shards 1``) and, as bounds, the two fronts.
 3. Invokes one call each (Invoke) against the same invokes in Batch calls of 4, 16 and
    64: the server's CPU and the client's wall time per invoke.
 4. A CSV file through the command line: 1,000,000 rows of 4 int attributes written with
@@ -19,10 +21,11 @@
    child process too: psoup/bench/grpc_load.py), in batches of 8192, each into a fresh
    server holding the same 65,536 equality queries; three times each, alternating.
 
-Costs (full size): part 1 generates 2,000,000 tuples per batch size and registers 65,536
-queries three times per batch size; part 4 registers them six times (~10 s each) and writes
-the CSV file once. The whole suite takes a few minutes on 2 cores; ``--quick`` (1024
-queries, smaller runs, a 100,000-row CSV) well under a minute.
+Costs (full size): part 1 generates 2,000,000 tuples per batch size, registers 65,536
+queries five times per batch size and starts a Ray instance once per batch size; part 4
+registers them six times (~10 s each) and writes the CSV file once. The whole suite takes
+a few minutes on 2 cores; ``--quick`` (1024 queries, smaller runs, a 100,000-row CSV)
+about a minute.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
         f"Ingest: {n_queries:,} equality queries, in-process vs through the server",
         ["batch rows", "in-process t/s", "gRPC t/s", "gRPC / in-process",
          "gRPC, --cpus 1 CPU t/s", "--cpus 1 CPU / in-process",
+         "gRPC, --shards 1 t/s", "--shards 1 / in-process",
          "engine process t/s", "engine process / in-process",
          "asyncio front t/s", "asyncio front / in-process"],
     )  # fmt: skip
@@ -93,6 +97,7 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
                 "--warm", str(warm))  # fmt: skip
         remote = _server_ingest(None, consts, load)
         placed = _server_ingest(ONE_CPU, consts, load) if ONE_CPU else None
+        sharded = _server_ingest(None, consts, load, shards=1)
         with engine_process.front(functools.partial(_setup, consts=consts)) as f:
             cpu = f.stats()[0]
             apart = _load("ingest", f"127.0.0.1:{f.port}", *load)
@@ -103,8 +108,8 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
         loop = got["rows"] / got["seconds"]
         ratio = placed / local if placed else None
         sec.rows.append(
-            [rows, local, remote, remote / local, placed, ratio, split, split / local, loop,
-             loop / local]
+            [rows, local, remote, remote / local, placed, ratio, sharded, sharded / local,
+             split, split / local, loop, loop / local]
         )  # fmt: skip
         engine_us.append((rows, 1e6 * local_s / (count - warm), 1e6 * cpu / count))
     sec.notes.append(
@@ -114,7 +119,11 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
         "same engine code on its engine thread. Both processes share the machine's 2 cores. "
         f"'--cpus 1 CPU': the same server with every thread of its own kept on CPU "
         f"{_listed(ONE_CPU)} (`psoup serve --cpus`, psoup/server/pinning.py), the client "
-        "free to run on any. 'engine process': the same client against the other design "
+        "free to run on any. '--shards 1': the same server with its engine in a process "
+        "of its own (`psoup serve --shards 1`: the sharded front-end in this process, "
+        "which checks, numbers and acks each batch, and one engine shard, a Ray actor, "
+        "fed over a socket; psoup/shard), timed once the shard has taken the standing "
+        "queries. 'engine process': the same client against the other design "
         "at its leanest "
         "(psoup/bench/engine_process.py): a gRPC front that only forwards each request's "
         "bytes, undecoded, over a pipe to the engine in a process of its own, which decodes "
@@ -143,15 +152,28 @@ def _listed(cpus: frozenset[int] | None) -> str:
     return ",".join(map(str, sorted(cpus))) if cpus else "(none: fewer than 2 CPUs)"
 
 
-def _server_ingest(cpus: frozenset[int] | None, consts: list[int], load: tuple) -> float:
-    """Tuples/s through a server whose threads run on ``cpus`` (None: anywhere)."""
-    srv = start_server(ServerConfig(port=0, cpus=cpus))
+def _server_ingest(
+    cpus: frozenset[int] | None, consts: list[int], load: tuple, shards: int | None = None
+) -> float:
+    """Tuples/s through a server whose threads run on ``cpus`` (None: anywhere), with
+    ``shards`` engine shards (None: the engine in the server's process)."""
+    srv = start_server(ServerConfig(port=0, cpus=cpus, shards=shards))
     try:
         srv.worker.call(lambda: _setup(srv.engine, consts))
+        _settle(srv)
         got = _load("ingest", f"127.0.0.1:{srv.port}", *load)
     finally:
         srv.stop(grace=1)
     return got["rows"] / got["seconds"]
+
+
+def _settle(srv) -> None:
+    """Return once a sharded server's shards have applied what the front-end sent them
+    (a shard takes 65,536 standing queries for ~10 s after the front-end has said yes
+    to them), so that a timed run measures the workload, not that backlog; at once for
+    a server with its engine in-process."""
+    for ch in getattr(srv.engine, "channels", ()):
+        ch.drain()
 
 
 def _invokers(target: str, handles: Path, clients: int, invokes: int, seed: int) -> list:
@@ -225,6 +247,7 @@ def _invoke_server(n_queries: int, rng: np.random.Generator, seed: int):
 #: whose waits then count in the latency).
 LAYOUTS = ("processes", "threads")
 PLACED = "processes, server on 1 CPU"  # client processes against a server with --cpus
+SHARDED = "processes, --shards 1"  # client processes against a server with one shard
 APART = "processes, engine apart"  # client processes against engine_process's front
 LOOP = "processes, asyncio front"  # client processes against asyncio_front's server
 
@@ -267,20 +290,22 @@ def _invoke_runs(
 def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) -> Section:
     """Invoke p50/p99 for concurrent clients while another process ingests: against the
     server (the clients as processes, then as threads of one process), the server kept on
-    one CPU (clients as processes), then, as bounds, against the engine-process and
-    asyncio fronts (clients as processes)."""
+    one CPU and the server with one shard (clients as processes), then, as bounds,
+    against the engine-process and asyncio fronts (clients as processes)."""
     sec = Section(
         "Invoke latency at window 2^16 while ingest runs",
         ["clients", "as", "invokes", "p50 ms", "p90 ms", "p99 ms", "ingest t/s meanwhile"],
     )
     args = _invoke_args(n_queries, np.random.default_rng(seed + 1), seed)
-    placements = [(None, [(c, how) for c in clients for how in LAYOUTS])]
+    servers = [(ServerConfig(port=0), [(c, how) for c in clients for how in LAYOUTS])]
     if ONE_CPU:
-        placements.append((ONE_CPU, [(c, PLACED) for c in clients]))
-    for cpus, runs in placements:
-        srv = start_server(ServerConfig(port=0, cpus=cpus))
+        servers.append((ServerConfig(port=0, cpus=ONE_CPU), [(c, PLACED) for c in clients]))
+    servers.append((ServerConfig(port=0, shards=1), [(c, SHARDED) for c in clients]))
+    for config, runs in servers:
+        srv = start_server(config)
         try:
             handles = srv.worker.call(lambda s=srv: _invoke_workload(s.engine, **args))
+            _settle(srv)
             _invoke_runs(
                 sec, f"127.0.0.1:{srv.port}", handles,
                 lambda s=srv: s.engine.stats()["streams"]["r"]["tuples_ingested"],
@@ -307,6 +332,10 @@ def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) 
         f"request to answer (a unary Invoke). '{PLACED}': client processes as in "
         f"'processes', against the same server with every thread of its own kept on CPU "
         f"{_listed(ONE_CPU)} (`psoup serve --cpus`), the clients free to run on any. "
+        f"'{SHARDED}': the same against the server with one engine shard (`psoup serve "
+        "--shards 1`, the ingest table's): a shard runs the operations it is sent in the "
+        "order sent, so an invoke waits behind the batches the front-end acknowledged "
+        "before it. "
         f"'{APART}': client processes as in "
         "'processes', against the engine-process front of the ingest table "
         "(psoup/bench/engine_process.py: the same workload, the engine in a process of "
@@ -499,7 +528,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
                 [r[col] for r in lat.rows if r[1] == how],
             )
             for stat, col in (("p50", 3), ("p99", 5))
-            for how in (*LAYOUTS, PLACED, APART, LOOP)
+            for how in (*LAYOUTS, PLACED, SHARDED, APART, LOOP)
         },
     )
     md += ["![invoke latency](grpc_invoke_latency.png)", ""]
