@@ -84,15 +84,19 @@ def plot(
     logx: bool = True,
     logy: bool = True,
 ) -> None:
-    """A line plot of named (x, y) series, written as a PNG."""
+    """A line plot of named (x, y) series, written as a PNG. Past six series the legend
+    goes beside the plot, not over its lines, and past ten the colours come from a map
+    of twenty, so that no two lines share one."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
-    for label, (xs, ys) in series.items():
-        ax.plot(xs, ys, marker="o", label=label)
+    many = len(series) > 6
+    fig, ax = plt.subplots(figsize=(9.5 if many else 6, 4), dpi=110)
+    colours = plt.get_cmap("tab20").colors if len(series) > 10 else [None] * len(series)
+    for (label, (xs, ys)), colour in zip(series.items(), colours, strict=False):
+        ax.plot(xs, ys, marker="o", label=label, color=colour)
     if logx:
         ax.set_xscale("log", base=2)
     if logy:
@@ -101,7 +105,10 @@ def plot(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    if many:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize="small")
+    else:
+        ax.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
