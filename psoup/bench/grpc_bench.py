@@ -167,13 +167,15 @@ def _server_ingest(
     return got["rows"] / got["seconds"]
 
 
-def _settle(srv) -> None:
+def _settle(srv, timeout: float = 600.0) -> None:
     """Return once a sharded server's shards have applied what the front-end sent them
     (a shard takes 65,536 standing queries for ~10 s after the front-end has said yes
     to them), so that a timed run measures the workload, not that backlog; at once for
-    a server with its engine in-process."""
+    a server with its engine in-process. Raises TimeoutError if a shard has not within
+    ``timeout`` seconds (one lost in memory never will)."""
     for ch in getattr(srv.engine, "channels", ()):
-        ch.drain()
+        if not ch.drain(timeout):
+            raise TimeoutError(f"shard {ch.index} did not take the workload in {timeout:.0f} s")
 
 
 def _invokers(target: str, handles: Path, clients: int, invokes: int, seed: int) -> list:

@@ -86,7 +86,7 @@ def plot(
 ) -> None:
     """A line plot of named (x, y) series, written as a PNG. Past six series the legend
     goes beside the plot, not over its lines, and past ten the colours come from a map
-    of twenty, so that no two lines share one."""
+    of twenty, so that up to twenty lines have one each."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -94,9 +94,9 @@ def plot(
 
     many = len(series) > 6
     fig, ax = plt.subplots(figsize=(9.5 if many else 6, 4), dpi=110)
-    colours = plt.get_cmap("tab20").colors if len(series) > 10 else [None] * len(series)
-    for (label, (xs, ys)), colour in zip(series.items(), colours, strict=False):
-        ax.plot(xs, ys, marker="o", label=label, color=colour)
+    colours = plt.get_cmap("tab20").colors if len(series) > 10 else [None]
+    for k, (label, (xs, ys)) in enumerate(series.items()):
+        ax.plot(xs, ys, marker="o", label=label, color=colours[k % len(colours)])
     if logx:
         ax.set_xscale("log", base=2)
     if logy:
