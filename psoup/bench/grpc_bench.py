@@ -49,6 +49,7 @@ from psoup.bench.core import Section
 from psoup.bench.grpc_load import CSV_SCHEMA, EQ_DOMAIN, SCHEMA, csv_columns, make_batches
 from psoup.server import ServerConfig, start_server
 from psoup.server.pinning import allowed_cpus
+from psoup.shard.front import ShardedEngine
 
 EQ_QUERY = "SELECT * FROM r WHERE a = :c BEGIN NOW - 9999 END NOW"
 INVOKE_QUERY = "SELECT * FROM r WHERE a = :c BEGIN NOW - 65535 END NOW"
@@ -171,11 +172,10 @@ def _settle(srv, timeout: float = 600.0) -> None:
     """Return once a sharded server's shards have applied what the front-end sent them
     (a shard takes 65,536 standing queries for ~10 s after the front-end has said yes
     to them), so that a timed run measures the workload, not that backlog; at once for
-    a server with its engine in-process. Raises TimeoutError if a shard has not within
-    ``timeout`` seconds (one lost in memory never will)."""
-    for ch in getattr(srv.engine, "channels", ()):
-        if not ch.drain(timeout):
-            raise TimeoutError(f"shard {ch.index} did not take the workload in {timeout:.0f} s")
+    a server with its engine in-process. Raises TimeoutError if the shards have not
+    within ``timeout`` seconds (one lost in memory never will)."""
+    if isinstance(srv.engine, ShardedEngine) and not srv.engine.drain(timeout):
+        raise TimeoutError(f"the shards did not take the workload in {timeout:.0f} s")
 
 
 def _invokers(target: str, handles: Path, clients: int, invokes: int, seed: int) -> list:
@@ -232,13 +232,15 @@ def _invoke_args(n_queries: int, rng: np.random.Generator, seed: int) -> dict:
     return {"consts": consts, "seed": seed, "invoked": rng.integers(0, EQ_DOMAIN, 256).tolist()}
 
 
-def _invoke_server(n_queries: int, rng: np.random.Generator, seed: int):
-    """A server in this process holding ``_invoke_workload``: ``(server, the handles to
-    invoke, the next timestamp)``."""
-    args = _invoke_args(n_queries, rng, seed)
-    srv = start_server(ServerConfig(port=0))
+def _invoke_server(config: ServerConfig, args: dict):
+    """A server in this process started with ``config`` and holding ``_invoke_workload``
+    on ``args`` (``_invoke_args``), its shards (if any) settled: ``(server, the handles
+    to invoke)``."""
+    srv = start_server(config)
     try:
-        return srv, srv.worker.call(lambda: _invoke_workload(srv.engine, **args)), T_NEXT
+        handles = srv.worker.call(lambda: _invoke_workload(srv.engine, **args))
+        _settle(srv)
+        return srv, handles
     except BaseException:
         srv.stop(grace=1)
         raise
@@ -304,10 +306,8 @@ def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) 
         servers.append((ServerConfig(port=0, cpus=ONE_CPU), [(c, PLACED) for c in clients]))
     servers.append((ServerConfig(port=0, shards=1), [(c, SHARDED) for c in clients]))
     for config, runs in servers:
-        srv = start_server(config)
+        srv, handles = _invoke_server(config, args)
         try:
-            handles = srv.worker.call(lambda s=srv: _invoke_workload(s.engine, **args))
-            _settle(srv)
             _invoke_runs(
                 sec, f"127.0.0.1:{srv.port}", handles,
                 lambda s=srv: s.engine.stats()["streams"]["r"]["tuples_ingested"],
@@ -358,7 +358,8 @@ def batched_invokes(n_queries: int, invokes: int, sizes: list[int], seed: int) -
         ["invokes per call", "calls", "wall µs per invoke", "server CPU µs per invoke",
          "CPU vs one call each"],
     )  # fmt: skip
-    srv, handles, _ = _invoke_server(n_queries, np.random.default_rng(seed + 3), seed)
+    args = _invoke_args(n_queries, np.random.default_rng(seed + 3), seed)
+    srv, handles = _invoke_server(ServerConfig(port=0), args)
     target = f"127.0.0.1:{srv.port}"
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".handles", delete=False) as fh:

@@ -27,6 +27,7 @@ from psoup.bench.core import Section
 from psoup.bench.grpc_bench import EQ_QUERY, _load
 from psoup.bench.grpc_load import EQ_DOMAIN, SCHEMA, make_batches
 from psoup.server import ServerConfig, start_server
+from psoup.shard.front import ShardedEngine
 
 ROWS = 8192
 COUNT_QUERY = "SELECT COUNT(*) FROM r BEGIN NOW - 9999 END NOW"
@@ -63,8 +64,8 @@ def through_server(n_queries: int, batches: int, invokes: int, seed: int) -> Sec
             # the run ends when they have applied it all (conservatively, the wait starts
             # only after the client process has exited).
             start = time.perf_counter()
-            for ch in getattr(srv.engine, "channels", ()):
-                ch.drain()
+            if isinstance(srv.engine, ShardedEngine):
+                srv.engine.drain()
             rate = got["rows"] / (got["seconds"] + time.perf_counter() - start)
             base = base or rate
             lat = {}

@@ -475,13 +475,23 @@ class ShardedEngine(Engine):
 
         return gather
 
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every shard has answered everything sent to it so far (the
+        front-end acknowledges a change once it is logged and sent, before the shards
+        apply it); returns False if one has not within ``timeout`` seconds in all."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for ch in self.channels:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not ch.drain(left):
+                return False
+        return True
+
     def capture(self) -> EngineImage:
         """The catalog as of now, once every shard has answered all before it (so the
         log before it is needed no more)."""
         with self.lock:
             start = time.perf_counter()
-            for ch in self.channels:
-                ch.drain()
+            self.drain()
             waited = time.perf_counter() - start
             img = super().capture()
             img.seconds = {"shards": waited, **img.seconds}
