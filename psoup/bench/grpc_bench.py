@@ -21,8 +21,14 @@
    child process too: psoup/bench/grpc_load.py), in batches of 8192, each into a fresh
    server holding the same 65,536 equality queries; three times each, alternating.
 
-Costs (full size): part 1 generates 2,000,000 tuples per batch size, registers 65,536
-queries five times per batch size and starts a Ray instance once per batch size; part 4
+Part 1 measures each design in three rounds, each an in-process run then the same batches
+through the design, and takes the median of the rounds' ratios: this host's speed drifts
+by half within minutes, so a ratio against a baseline taken minutes before measures the
+drift as much as the transport.
+
+Costs (full size): part 1 sends 6,000,000 tuples per round (18 rounds per batch size, as
+many in-process), registers 65,536 queries six times per batch size and starts a Ray
+instance once per batch size; part 4
 registers them six times (~10 s each) and writes the CSV file once. The whole suite takes
 a few minutes on 2 cores; ``--quick`` (1024 queries, smaller runs, a 100,000-row CSV)
 about a minute.
@@ -68,8 +74,16 @@ def _load(mode: str, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
-def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: int) -> Section:
-    """In-process versus gRPC ingest rate on the same batches, per batch size."""
+def ingest_rates(
+    n_queries: int, total_rows: int, batch_rows: list[int], seed: int, rounds: int = 3
+) -> Section:
+    """In-process versus gRPC ingest rate on the same batches, per batch size.
+
+    This host's speed drifts by half within minutes (docs/BENCHMARKS.md), and a run
+    lasts a second or two; so each design is measured in
+    ``rounds`` rounds, each an in-process run then the same batches through the design,
+    and its ratio is the median of the rounds' ratios (each against the in-process run
+    just before it), not one ratio against a baseline taken minutes earlier."""
     sec = Section(
         f"Ingest: {n_queries:,} equality queries, in-process vs through the server",
         ["batch rows", "in-process t/s", "gRPC t/s", "gRPC / in-process",
@@ -79,40 +93,24 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
          "asyncio front t/s", "asyncio front / in-process"],
     )  # fmt: skip
     engine_us: list[tuple[int, float, float]] = []  # rows, µs per batch: in-process, child
+    spread: list[str] = []  # each design's lowest and highest ratio, per batch size
     consts = np.random.default_rng(seed).choice(EQ_DOMAIN, n_queries, replace=False).tolist()
     for rows in tqdm(batch_rows, desc="batch sizes", leave=False):
-        count = max(total_rows // rows, 5)
-        warm = count // 5
-        data = make_batches(seed, count, rows)
-        db = psoup.connect()
-        _setup(db, consts)
-        for b in data[:warm]:
-            db.insert_columns("r", b)
-        start = time.perf_counter()
-        for b in data[warm:]:
-            db.insert_columns("r", b)
-        local_s = time.perf_counter() - start
-        local = (count - warm) * rows / local_s
-        db.close()
-        load = ("--seed", str(seed), "--batches", str(count), "--rows", str(rows),
-                "--warm", str(warm))  # fmt: skip
-        remote = _server_ingest(None, consts, load)
-        placed = _server_ingest(ONE_CPU, consts, load) if ONE_CPU else None
-        sharded = _server_ingest(None, consts, load, shards=1)
-        with engine_process.front(functools.partial(_setup, consts=consts)) as f:
-            cpu = f.stats()[0]
-            apart = _load("ingest", f"127.0.0.1:{f.port}", *load)
-            cpu = f.stats()[0] - cpu
-        split = apart["rows"] / apart["seconds"]
-        with asyncio_front.front(functools.partial(_setup, consts=consts)) as f:
-            got = _load("ingest", f"127.0.0.1:{f.port}", *load)
-        loop = got["rows"] / got["seconds"]
-        ratio = placed / local if placed else None
-        sec.rows.append(
-            [rows, local, remote, remote / local, placed, ratio, sharded, sharded / local,
-             split, split / local, loop, loop / local]
-        )  # fmt: skip
-        engine_us.append((rows, 1e6 * local_s / (count - warm), 1e6 * cpu / count))
+        runs, local_us, cpu = _designs_at(rows, consts, total_rows, seed, rounds)
+        row: list = [rows, rows / (1e-6 * float(np.median(local_us)))]
+        for name in ("gRPC", "--cpus 1 CPU", "--shards 1", "engine process", "asyncio front"):
+            rate, ratio, ratios = runs.get(name, (None, None, []))
+            row += [rate, ratio]
+            if ratios:
+                spread.append(f"{name} at {rows:,} rows {min(ratios):.3f}-{max(ratios):.3f}")
+        sec.rows.append(row)
+        engine_us.append((rows, float(np.median(local_us)), cpu))
+    sec.notes.append(
+        f"Each design in {rounds} rounds, each an in-process run then the same batches "
+        "through the design; a design's t/s and ratio are the medians of its rounds (each "
+        "ratio against the in-process run just before it), the in-process t/s the median "
+        "of every in-process run. The rounds' ratios ranged: " + "; ".join(spread) + "."
+    )
     sec.notes.append(
         f"{total_rows:,} tuples per run, the first fifth untimed; max_window {MAX_WINDOW + 1:,}. "
         "The gRPC client runs in its own process and pipelines batches on one Ingest stream "
@@ -144,6 +142,68 @@ def ingest_rates(n_queries: int, total_rows: int, batch_rows: list[int], seed: i
     return sec
 
 
+def _designs_at(
+    rows: int, consts: list[int], total_rows: int, seed: int, rounds: int
+) -> tuple[dict[str, tuple[float, float, list[float]]], list[float], float]:
+    """``ingest_rates``'s rounds at one batch size: per design (median tuples/s, median
+    ratio, the rounds' ratios); the in-process engine's µs per timed batch, per run; the
+    engine process's CPU µs per batch (all batches, the warm-up's too)."""
+    count = max(total_rows // rows, 5)
+    warm = count // 5
+    span = count * rows  # the timestamps one run takes
+    db = psoup.connect()
+    _setup(db, consts)
+    local_t0 = iter(range(0, 1 << 62, span))
+    local_us: list[float] = []
+
+    def local() -> float:
+        """One in-process run, after the ones before it: tuples/s."""
+        data = make_batches(seed, count, rows, next(local_t0))
+        for b in data[:warm]:
+            db.insert_columns("r", b)
+        start = time.perf_counter()
+        for b in data[warm:]:
+            db.insert_columns("r", b)
+        took = time.perf_counter() - start
+        local_us.append(1e6 * took / (count - warm))
+        return (count - warm) * rows / took
+
+    def rounds_of(target: str) -> tuple[float, float, list[float]]:
+        rates, ratios = [], []
+        for k in range(rounds):
+            base = local()
+            load = ("--seed", str(seed), "--batches", str(count), "--rows", str(rows),
+                    "--warm", str(warm), "--t0", str(k * span))  # fmt: skip
+            got = _load("ingest", target, *load)
+            rates.append(got["rows"] / got["seconds"])
+            ratios.append(rates[-1] / base)
+        return float(np.median(rates)), float(np.median(ratios)), ratios
+
+    def on_server(cpus: frozenset[int] | None, shards: int | None = None):
+        srv = start_server(ServerConfig(port=0, cpus=cpus, shards=shards))
+        try:
+            srv.worker.call(lambda: _setup(srv.engine, consts))
+            _settle(srv)
+            return rounds_of(f"127.0.0.1:{srv.port}")
+        finally:
+            srv.stop(grace=1)
+
+    try:
+        runs = {"gRPC": on_server(None)}
+        if ONE_CPU:
+            runs["--cpus 1 CPU"] = on_server(ONE_CPU)
+        runs["--shards 1"] = on_server(None, shards=1)
+        with engine_process.front(functools.partial(_setup, consts=consts)) as f:
+            cpu = f.stats()[0]
+            runs["engine process"] = rounds_of(f"127.0.0.1:{f.port}")
+            cpu = f.stats()[0] - cpu
+        with asyncio_front.front(functools.partial(_setup, consts=consts)) as f:
+            runs["asyncio front"] = rounds_of(f"127.0.0.1:{f.port}")
+    finally:
+        db.close()
+    return runs, local_us, 1e6 * cpu / (rounds * count)
+
+
 #: The CPU the one-CPU server runs on (``psoup serve --cpus``): the lowest this process
 #: may use; None where there are not two to choose from (the runs are then left out).
 ONE_CPU = frozenset({min(allowed_cpus())}) if len(allowed_cpus()) >= 2 else None
@@ -151,21 +211,6 @@ ONE_CPU = frozenset({min(allowed_cpus())}) if len(allowed_cpus()) >= 2 else None
 
 def _listed(cpus: frozenset[int] | None) -> str:
     return ",".join(map(str, sorted(cpus))) if cpus else "(none: fewer than 2 CPUs)"
-
-
-def _server_ingest(
-    cpus: frozenset[int] | None, consts: list[int], load: tuple, shards: int | None = None
-) -> float:
-    """Tuples/s through a server whose threads run on ``cpus`` (None: anywhere), with
-    ``shards`` engine shards (None: the engine in the server's process)."""
-    srv = start_server(ServerConfig(port=0, cpus=cpus, shards=shards))
-    try:
-        srv.worker.call(lambda: _setup(srv.engine, consts))
-        _settle(srv)
-        got = _load("ingest", f"127.0.0.1:{srv.port}", *load)
-    finally:
-        srv.stop(grace=1)
-    return got["rows"] / got["seconds"]
 
 
 def _settle(srv, timeout: float = 600.0) -> None:
@@ -508,7 +553,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
         ]
     else:
         sections = [
-            ingest_rates(65_536, 2_000_000, [1000, 8192, 65_536], seed),
+            ingest_rates(65_536, 6_000_000, [1000, 8192, 65_536], seed),
             invoke_latency(65_536, [1, 4, 16], 2000, seed),
             batched_invokes(65_536, 8192, [1, 4, 16, 64], seed),
             csv_ingest(65_536, 1_000_000, 8192, seed, runs=7),
