@@ -1,6 +1,6 @@
 """``--cpus``: every thread the server makes runs on the chosen CPUs, the caller's
 threads stay where they were, the server answers as it does unplaced; and the
-refusals (psoup/server/pinning.py).
+refusals (psoup/pinning.py).
 
 Real threads, real affinity masks (read back from the kernel), a real server and client.
 """
@@ -18,8 +18,8 @@ import pytest
 
 import psoup
 from clients import PSoupClient
+from psoup.pinning import allowed_cpus, check_cpus, parse_cpus
 from psoup.server import ServerConfig, start_server
-from psoup.server.pinning import allowed_cpus, check_cpus, parse_cpus
 
 CPUS = allowed_cpus()
 needs_two = pytest.mark.skipif(
@@ -114,3 +114,52 @@ def _cpus_allowed(task: Path) -> frozenset[int]:
         if line.startswith("Cpus_allowed_list:"):
             return parse_cpus(line.split(":", 1)[1])
     raise AssertionError(f"no Cpus_allowed_list in {task}/status")
+
+
+def test_shard_cpus_are_refused_without_shards_or_outside_the_process() -> None:
+    with pytest.raises(ValueError, match="--shard-cpus goes with --shards"):
+        start_server(ServerConfig(port=0, shard_cpus=frozenset({0})))
+    run = [sys.executable, "-m", "psoup", "serve", "--in-memory", "--port", "0"]
+    usage = subprocess.run([*run, "--shard-cpus", "0"], capture_output=True, text=True,
+                           timeout=60)  # fmt: skip
+    assert usage.returncode == 2 and "--shard-cpus goes with --shards" in usage.stderr
+    if CPUS:
+        bad = max(CPUS) + 1
+        before = _tids()
+        with pytest.raises(ValueError, match=rf"--shard-cpus: {bad}: not a CPU"):
+            start_server(ServerConfig(port=0, shards=1, shard_cpus=frozenset({bad})))
+        assert _tids() <= before  # refused before Ray or anything else was started
+        usage = subprocess.run([*run, "--shards", "1", "--shard-cpus", str(bad)],
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert usage.returncode == 2 and f"--shard-cpus: {bad}: not a CPU" in usage.stderr
+        assert "Traceback" not in usage.stderr
+
+
+@needs_two
+@pytest.mark.ray
+def test_shard_cpus_keep_the_whole_shard_process_on_them() -> None:
+    """The layout of issue #19's ingest: the front-end on one CPU, the engine's shard
+    on the other. Every thread of the shard's process (Ray's own too) is kept there,
+    and the server answers as one engine does."""
+    front, engine = min(CPUS), max(CPUS)
+    srv = start_server(
+        ServerConfig(port=0, shards=1, cpus=frozenset({front}), shard_cpus=frozenset({engine}))
+    )
+    try:
+        with PSoupClient(f"127.0.0.1:{srv.port}", timeout=60) as c:
+            c.create_stream("r", {"a": "int", "t": "int"}, time="t")
+            a = np.random.default_rng(5).integers(0, 5, 500)
+            handle = c.register(QUERY)
+            c.insert_columns("r", {"a": a, "t": np.arange(500)})
+            got = c.invoke(handle)
+        pid = srv.engine.channels[0].transport.status(60)["pid"]
+        assert pid != os.getpid()
+        placed = {_cpus_allowed(t) for t in Path(f"/proc/{pid}/task").iterdir()}
+        assert placed == {frozenset({engine})}, placed
+    finally:
+        srv.stop(grace=1)
+    db = psoup.connect()
+    db.create_stream("r", {"a": "int", "t": "int"}, time="t")
+    want = db.register(QUERY)
+    db.insert_columns("r", {"a": a, "t": np.arange(500)})
+    assert sorted(got.rows) == sorted(db.invoke(want).rows) and got.rows

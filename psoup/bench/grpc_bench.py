@@ -53,8 +53,8 @@ import psoup
 from psoup.bench import asyncio_front, engine_process, machine, report
 from psoup.bench.core import Section
 from psoup.bench.grpc_load import CSV_SCHEMA, EQ_DOMAIN, SCHEMA, csv_columns, make_batches
+from psoup.pinning import allowed_cpus
 from psoup.server import ServerConfig, start_server
-from psoup.server.pinning import allowed_cpus
 from psoup.shard.front import ShardedEngine
 
 EQ_QUERY = "SELECT * FROM r WHERE a = :c BEGIN NOW - 9999 END NOW"
@@ -89,6 +89,7 @@ def ingest_rates(
         ["batch rows", "in-process t/s", "gRPC t/s", "gRPC / in-process",
          "gRPC, --cpus 1 CPU t/s", "--cpus 1 CPU / in-process",
          "gRPC, --shards 1 t/s", "--shards 1 / in-process",
+         "--shards 1 placed t/s", "--shards 1 placed / in-process",
          "engine process t/s", "engine process / in-process",
          "asyncio front t/s", "asyncio front / in-process"],
     )  # fmt: skip
@@ -98,7 +99,8 @@ def ingest_rates(
     for rows in tqdm(batch_rows, desc="batch sizes", leave=False):
         runs, local_us, cpu = _designs_at(rows, consts, total_rows, seed, rounds)
         row: list = [rows, rows / (1e-6 * float(np.median(local_us)))]
-        for name in ("gRPC", "--cpus 1 CPU", "--shards 1", "engine process", "asyncio front"):
+        for name in ("gRPC", "--cpus 1 CPU", "--shards 1", "--shards 1 placed", "engine process",
+                     "asyncio front"):  # fmt: skip
             rate, ratio, ratios = runs.get(name, (None, None, []))
             row += [rate, ratio]
             if ratios:
@@ -117,12 +119,16 @@ def ingest_rates(
         "(columnar little-endian arrays); the server decodes with np.frombuffer and runs the "
         "same engine code on its engine thread. Both processes share the machine's 2 cores. "
         f"'--cpus 1 CPU': the same server with every thread of its own kept on CPU "
-        f"{_listed(ONE_CPU)} (`psoup serve --cpus`, psoup/server/pinning.py), the client "
+        f"{_listed(ONE_CPU)} (`psoup serve --cpus`, psoup/pinning.py), the client "
         "free to run on any. '--shards 1': the same server with its engine in a process "
         "of its own (`psoup serve --shards 1`: the sharded front-end in this process, "
         "which checks, numbers and acks each batch, and one engine shard, a Ray actor, "
         "fed over a socket; psoup/shard), timed once the shard has taken the standing "
-        "queries. 'engine process': the same client against the other design "
+        "queries. '--shards 1 placed': that server laid out over the two cores, the engine "
+        f"on a core of its own: its front-end on CPU {_listed(ONE_CPU)} (`--cpus`), its "
+        f"shard's process on CPU {_listed(ENGINE_CPU)} (`--shard-cpus`), and the client "
+        f"kept on CPU {_listed(ONE_CPU)} beside the front-end (the load's `--cpus`, as "
+        "`taskset` would). 'engine process': the same client against the other design "
         "at its leanest "
         "(psoup/bench/engine_process.py): a gRPC front that only forwards each request's "
         "bytes, undecoded, over a pipe to the engine in a process of its own, which decodes "
@@ -168,31 +174,35 @@ def _designs_at(
         local_us.append(1e6 * took / (count - warm))
         return (count - warm) * rows / took
 
-    def rounds_of(target: str) -> tuple[float, float, list[float]]:
+    def rounds_of(target: str, client_cpus: frozenset[int] | None = None):
         rates, ratios = [], []
         for k in range(rounds):
             base = local()
             load = ("--seed", str(seed), "--batches", str(count), "--rows", str(rows),
                     "--warm", str(warm), "--t0", str(k * span))  # fmt: skip
+            if client_cpus:
+                load += ("--cpus", _listed(client_cpus))
             got = _load("ingest", target, *load)
             rates.append(got["rows"] / got["seconds"])
             ratios.append(rates[-1] / base)
         return float(np.median(rates)), float(np.median(ratios)), ratios
 
-    def on_server(cpus: frozenset[int] | None, shards: int | None = None):
-        srv = start_server(ServerConfig(port=0, cpus=cpus, shards=shards))
+    def on_server(cpus=None, shards=None, shard_cpus=None, client_cpus=None):
+        srv = start_server(ServerConfig(port=0, cpus=cpus, shards=shards, shard_cpus=shard_cpus))
         try:
             srv.worker.call(lambda: _setup(srv.engine, consts))
             _settle(srv)
-            return rounds_of(f"127.0.0.1:{srv.port}")
+            return rounds_of(f"127.0.0.1:{srv.port}", client_cpus)
         finally:
             srv.stop(grace=1)
 
     try:
-        runs = {"gRPC": on_server(None)}
+        runs = {"gRPC": on_server()}
         if ONE_CPU:
             runs["--cpus 1 CPU"] = on_server(ONE_CPU)
-        runs["--shards 1"] = on_server(None, shards=1)
+        runs["--shards 1"] = on_server(shards=1)
+        if ONE_CPU:
+            runs["--shards 1 placed"] = on_server(ONE_CPU, 1, ENGINE_CPU, client_cpus=ONE_CPU)
         with engine_process.front(functools.partial(_setup, consts=consts)) as f:
             cpu = f.stats()[0]
             runs["engine process"] = rounds_of(f"127.0.0.1:{f.port}")
@@ -207,6 +217,8 @@ def _designs_at(
 #: The CPU the one-CPU server runs on (``psoup serve --cpus``): the lowest this process
 #: may use; None where there are not two to choose from (the runs are then left out).
 ONE_CPU = frozenset({min(allowed_cpus())}) if len(allowed_cpus()) >= 2 else None
+#: The CPU the placed one-shard server's shard runs on (``--shard-cpus``): the highest.
+ENGINE_CPU = frozenset({max(allowed_cpus())}) if ONE_CPU else None
 
 
 def _listed(cpus: frozenset[int] | None) -> str:

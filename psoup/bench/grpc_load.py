@@ -1,6 +1,7 @@
 """Client-side load for ``psoup bench grpc``, run in its own process.
 
-``python -m psoup.bench.grpc_load ingest TARGET --seed S --batches N --rows R --warm W --t0 T``
+``python -m psoup.bench.grpc_load ingest TARGET --seed S --batches N --rows R --warm W --t0 T
+[--cpus LIST]``
 sends the equality workload's batches over one pipelined Ingest stream and prints JSON
 ``{"rows": ..., "seconds": ...}`` for the batches after the first W (timed from the
 acknowledgement of batch W to the last one).
@@ -47,6 +48,7 @@ import numpy as np
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
 from psoup.api import psoup_pb2_grpc as pb_grpc
+from psoup.pinning import parse_cpus, pin_process
 
 EQ_DOMAIN = 65_536
 SCHEMA = {"a": "int", "t": "int"}
@@ -271,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--t0", type=int, default=0, help="first timestamp")
     i.add_argument("--batches", type=int, required=True, help="batches to send")
     i.add_argument("--warm", type=int, default=0, help="untimed leading batches")
+    i.add_argument("--cpus", type=parse_cpus, help="keep this client on these CPUs (0, 0-1)")
     v.add_argument("--handles", required=True, help="file with one handle per line")
     v.add_argument("--clients", type=int, default=1, help="concurrent client threads")
     v.add_argument("--invokes", type=int, default=200, help="invocations per client")
@@ -278,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--batch", type=int, default=1, help="invokes per call (a Batch when > 1)")
     a = p.parse_args(argv)
     if a.mode == "ingest":
+        if a.cpus:  # before gRPC starts its threads, which inherit it
+            pin_process(a.cpus)
         out = ingest(a.target, a.seed, a.batches, a.rows, a.warm, a.t0)
     elif a.mode == "client-ingest":
         out = client_ingest(a.target, a.stream, a.seed, a.rows, a.batch_rows)

@@ -147,7 +147,7 @@ def _share(text: str) -> float:
 
 def _cpus(text: str) -> frozenset[int]:
     """A list of CPUs: 0, 0,2 or 0-3,6."""
-    from psoup.server.pinning import parse_cpus
+    from psoup.pinning import parse_cpus
 
     try:
         return parse_cpus(text)

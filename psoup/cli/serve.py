@@ -140,6 +140,15 @@ def add_parser(sub) -> None:
         "CPU they hand it on without waking another, leaving the rest to its clients "
         "(Linux; default: the scheduler places them)",
     )
+    serve.add_argument(
+        "--shard-cpus",
+        type=_cpus,
+        metavar="LIST",
+        help="with --shards: keep each shard's process on these CPUs of its node, the "
+        "engine on a core of its own (with --cpus 0 --shard-cpus 1 on 2 cores: the "
+        "front-end and local clients on CPU 0, the engine on CPU 1; default: the "
+        "scheduler places them)",
+    )
     serve.add_argument("--tls-cert", metavar="FILE", help="PEM certificate chain (needs --tls-key)")
     serve.add_argument("--tls-key", metavar="FILE", help="PEM private key (needs --tls-cert)")
     serve.add_argument(
@@ -267,13 +276,17 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error("serve: --ray goes with --shards")
     if args.shards is not None and args.shards < 1:
         parser.error(f"serve: --shards must be at least 1, not {args.shards}")
+    from psoup.pinning import check_cpus
     from psoup.server import ServerConfig, serve_forever
-    from psoup.server.pinning import check_cpus
     from psoup.storage.durable import default_data_dir
     from psoup.storage.log import LogCorruptError
 
+    if args.shard_cpus is not None and not args.shards:
+        parser.error("serve: --shard-cpus goes with --shards")
     try:
         check_cpus(args.cpus)
+        if not args.ray:  # shards on a cluster check their CPUs on their own nodes
+            check_cpus(args.shard_cpus, "--shard-cpus")
     except ValueError as err:
         parser.error(f"serve: {err}")
     config = ServerConfig(
@@ -305,6 +318,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         log_level=args.log_level,
         log_format=args.log_format,
         cpus=args.cpus,
+        shard_cpus=args.shard_cpus,
     )
     # Recovery's warnings (a torn last record dropped) as one plain line each.
     warnings.formatwarning = lambda message, *_args, **_kw: f"psoup: warning: {message}\n"

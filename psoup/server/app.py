@@ -18,6 +18,7 @@ from grpc_reflection.v1alpha import reflection
 import psoup
 from psoup.api import psoup_pb2 as pb
 from psoup.api import psoup_pb2_grpc as pb_grpc
+from psoup.pinning import check_cpus, threads_made_on
 from psoup.server import logs
 from psoup.server.apps import AppSpec
 from psoup.server.auth import Authenticator, load_tokens
@@ -25,7 +26,6 @@ from psoup.server.config import ServerConfig
 from psoup.server.guard import DecodeGuard
 from psoup.server.logs import event
 from psoup.server.observe import Observer
-from psoup.server.pinning import check_cpus, threads_made_on
 from psoup.server.servicer import PSoupServicer
 from psoup.server.worker import EngineWorker
 from psoup.storage.durable import CheckpointStats, DataDir
@@ -127,19 +127,24 @@ def _engine(config: ServerConfig):
 
     channels = start_shards(
         config.shards, config.data_dir, config.sync, config.strategy, config.ray_address,
-        checkpoint_bytes=config.checkpoint_bytes,
+        cpus=config.shard_cpus, checkpoint_bytes=config.checkpoint_bytes,
     )  # fmt: skip
     return ShardedEngine(channels, strategy=config.strategy)
 
 
 def start_server(config: ServerConfig) -> RunningServer:
     """Build the engine, bind ``config.host:config.port`` (0 = any free port) and start.
-    With ``config.cpus``, every thread (and process) the server makes runs on those CPUs
-    (server/pinning.py).
+    With ``config.cpus``, every thread (and process) the server makes runs on those CPUs,
+    and with ``config.shard_cpus`` its shards' processes on theirs (psoup/pinning.py).
 
     Raises ValueError for a bad token file, TLS setting or CPU list, RuntimeError if the
     port cannot be bound.
     """
+    if config.shard_cpus is not None:
+        if config.shards is None:
+            raise ValueError("--shard-cpus goes with --shards")
+        if config.ray_address is None:  # the shards run here: check the CPUs here
+            check_cpus(config.shard_cpus, "--shard-cpus")
     with threads_made_on(check_cpus(config.cpus)):
         return _start_server(config)
 

@@ -44,6 +44,9 @@ class ServerConfig:
     shards: int | None = None
     ray_address: str | None = None  # join this Ray cluster (None: start one for this server)
     checkpoint_bytes: int = 256 << 20  # log written since the last checkpoint that starts one
-    # Keep every thread of the server on these CPUs (psoup/server/pinning.py); None: the
+    # Keep every thread of the server on these CPUs (psoup/pinning.py); None: the
     # scheduler places them.
     cpus: frozenset[int] | None = None
+    # Keep each engine shard's process on these CPUs of its node (with ``shards``; the
+    # pinning module); None: the scheduler places it.
+    shard_cpus: frozenset[int] | None = None

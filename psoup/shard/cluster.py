@@ -23,6 +23,7 @@ import os
 import secrets
 from pathlib import Path
 
+from psoup.pinning import pin_process
 from psoup.shard import wire
 from psoup.shard.channel import Channel, Lost
 from psoup.shard.shard import Shard, StaleEpoch
@@ -31,11 +32,15 @@ from psoup.shard.shard import Shard, StaleEpoch
 class RayShard(Shard):
     """A shard as a Ray actor: its socket listens on its node's address. It runs at
     normal priority where it may (a cluster not started by psoup starts its workers at
-    nice 15 unless ``RAY_worker_niceness=0`` is set for ``ray start``)."""
+    nice 15 unless ``RAY_worker_niceness=0`` is set for ``ray start``), and with ``cpus``
+    its whole process stays on those CPUs of its node (``psoup serve --shard-cpus``;
+    ValueError if it cannot)."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, cpus: frozenset[int] | None = None, **kwargs):
         with contextlib.suppress(OSError):  # lowering niceness may need privileges
             os.setpriority(os.PRIO_PROCESS, 0, 0)
+        if cpus:
+            pin_process(cpus)
         # Its events (each checkpoint) go to the worker's stderr: Ray's worker-*.err log.
         shard_log = logging.getLogger("psoup.shard")
         if not shard_log.handlers:
@@ -171,11 +176,13 @@ def start_shards(
     strategy: str = "psoup-p",
     address: str | None = None,
     placement: list[dict] | None = None,
+    cpus: frozenset[int] | None = None,
     **engine_options,
 ) -> list[Channel]:
     """Channels to ``n`` shard actors, started (or found running) on Ray.
     ``placement``: extra actor options per shard (e.g. ``resources`` to pin it to
-    nodes)."""
+    nodes); ``cpus``: the CPUs each shard's process is kept on, on its node (None: the
+    scheduler places it)."""
     import ray
 
     namespace = namespace_for(data_dir)
@@ -193,7 +200,7 @@ def start_shards(
             opts.update(placement[k])
         # Shard k's checkpoints come k/n of a checkpoint's log apart from shard 0's.
         actor = actor_class.options(**opts).remote(
-            k, where, sync, strategy, checkpoint_phase=k / n, **engine_options
+            k, where, sync, strategy, checkpoint_phase=k / n, cpus=cpus, **engine_options
         )
         channels.append(Channel(k, RayTransport(actor)))
     return channels

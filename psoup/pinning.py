@@ -1,4 +1,5 @@
-"""Keeping the server's threads on chosen CPUs (``psoup serve --cpus``).
+"""Keeping a process's threads on chosen CPUs: the server's (``psoup serve --cpus``) and
+its engine shards' (``--shard-cpus``).
 
 The server's threads (gRPC's, the handlers', the ingest readers, the engine's) share one
 interpreter lock, so together they run Python on one CPU at a time, and they hand the
@@ -19,10 +20,17 @@ it is on the chosen CPUs, so every thread the server makes (and the threads thos
 and the processes it starts: Ray's, with ``--shards``) inherits them; the calling thread
 gets its own CPUs back after. An application embedding a server keeps its other threads
 where they were. Linux only (``os.sched_setaffinity``).
+
+A shard, the engine in a process of its own, is placed whole (``pin_process``): with
+``--shards 1 --cpus 0 --shard-cpus 1`` on a 2-core host the engine has a core to
+itself, and the front-end shares the other with the clients on the machine. That is
+the layout in which gRPC ingest reached 0.8 of in-process on the host of issue #19
+(docs/BENCHMARKS.md, stop 51).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -48,23 +56,36 @@ def parse_cpus(text: str) -> frozenset[int]:
     return frozenset(cpus)
 
 
-def check_cpus(cpus: Iterable[int] | None) -> frozenset[int] | None:
+def check_cpus(cpus: Iterable[int] | None, flag: str = "--cpus") -> frozenset[int] | None:
     """``cpus`` as a set, checked (None: the scheduler places the threads). Raises
-    ValueError naming ``--cpus`` if the platform cannot place threads or a CPU is not one
+    ValueError naming ``flag`` if the platform cannot place threads or a CPU is not one
     this process may use."""
     if cpus is None:
         return None
     chosen = frozenset(cpus)
     may = allowed_cpus()
     if not hasattr(os, "sched_setaffinity") or not may:
-        raise ValueError("--cpus: this platform cannot keep threads on chosen CPUs")
+        raise ValueError(f"{flag}: this platform cannot keep threads on chosen CPUs")
     if not chosen:
-        raise ValueError("--cpus: no CPU given")
+        raise ValueError(f"{flag}: no CPU given")
     if not chosen <= may:
         listed = ", ".join(map(str, sorted(may)))
         wrong = ", ".join(map(str, sorted(chosen - may)))
-        raise ValueError(f"--cpus: {wrong}: not a CPU this process may use ({listed})")
+        raise ValueError(f"{flag}: {wrong}: not a CPU this process may use ({listed})")
     return chosen
+
+
+def pin_process(cpus: frozenset[int]) -> None:
+    """Keep every thread of this process on ``cpus`` (the threads made later inherit
+    them from their makers). Raises ValueError naming the CPUs if none of them can be
+    used here. O(threads)."""
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+                os.sched_setaffinity(int(tid), cpus)
+    except (OSError, AttributeError) as err:
+        listed = ",".join(map(str, sorted(cpus)))
+        raise ValueError(f"cannot keep this process on CPUs {listed}: {err}") from None
 
 
 @contextmanager
