@@ -77,15 +77,15 @@ def check_cpus(cpus: Iterable[int] | None, flag: str = "--cpus") -> frozenset[in
 
 def pin_process(cpus: frozenset[int]) -> None:
     """Keep every thread of this process on ``cpus`` (the threads made later inherit
-    them from their makers). Raises ValueError naming the CPUs if none of them can be
-    used here. O(threads)."""
+    them from their makers). Raises ValueError naming the CPUs if they cannot be used
+    here. O(threads)."""
     try:
         for tid in os.listdir("/proc/self/task"):
             with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
                 os.sched_setaffinity(int(tid), cpus)
     except (OSError, AttributeError) as err:
         listed = ",".join(map(str, sorted(cpus)))
-        raise ValueError(f"cannot keep this process on CPUs {listed}: {err}") from None
+        raise ValueError(f"{listed}: not CPUs this process may use here ({err})") from None
 
 
 @contextmanager

@@ -163,3 +163,18 @@ def test_shard_cpus_keep_the_whole_shard_process_on_them() -> None:
     want = db.register(QUERY)
     db.insert_columns("r", {"a": a, "t": np.arange(500)})
     assert sorted(got.rows) == sorted(db.invoke(want).rows) and got.rows
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(not CPUS, reason="the platform cannot tell a thread's CPUs")
+def test_a_shard_that_cannot_take_its_cpus_says_so_in_one_line() -> None:
+    """On a cluster the front-end cannot check a node's CPUs; the shard's constructor
+    refuses them, and the start fails naming the shard and ``--shard-cpus``."""
+    from psoup.shard.cluster import start_shards
+
+    bad = max(CPUS) + 1
+    with pytest.raises(RuntimeError) as err:
+        start_shards(1, None, cpus=frozenset({bad}))
+    msg = str(err.value)
+    assert msg.startswith("shard 0 did not start: ValueError: --shard-cpus") and "\n" not in msg
+    assert f"{bad}: not CPUs this process may use here" in msg

@@ -8,7 +8,9 @@
    own (psoup/bench/engine_process.py), and through a bare asyncio gRPC front whose one
    event loop thread runs the engine itself (psoup/bench/asyncio_front.py). Also through
    the built server with its engine in a process of its own: ``psoup serve --shards 1``,
-   one engine shard on Ray behind the sharded front-end (psoup/shard).
+   one engine shard on Ray behind the sharded front-end (psoup/shard), as the scheduler
+   places it and laid out with the engine on a core of its own (``--cpus`` for the
+   front-end, ``--shard-cpus`` for the shard, the client beside the front-end).
 2. Invoke latency: p50/p99 of a selective query (an equality, ~1 match) over a window of
    2^16 tuples, with 1, 4 and 16 concurrent clients while another process ingests;
    against the server, the server kept on one CPU (``--cpus``), the server with one shard
@@ -27,11 +29,10 @@ by half within minutes, so a ratio against a baseline taken minutes before measu
 drift as much as the transport.
 
 Costs (full size): part 1 sends 6,000,000 tuples per round (18 rounds per batch size, as
-many in-process), registers 65,536 queries six times per batch size and starts a Ray
-instance once per batch size; part 4
-registers them six times (~10 s each) and writes the CSV file once. The whole suite takes
-a few minutes on 2 cores; ``--quick`` (1024 queries, smaller runs, a 100,000-row CSV)
-about a minute.
+many in-process), registers 65,536 queries seven times per batch size and starts a Ray
+instance once per batch size; part 4 registers them six times (~10 s each) and writes
+the CSV file once. The whole suite takes about 12 minutes on 2 cores; ``--quick`` (1024
+queries, smaller runs, a 100,000-row CSV) about half a minute.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -40,7 +41,10 @@ class RayShard(Shard):
         with contextlib.suppress(OSError):  # lowering niceness may need privileges
             os.setpriority(os.PRIO_PROCESS, 0, 0)
         if cpus:
-            pin_process(cpus)
+            try:
+                pin_process(cpus)
+            except ValueError as err:
+                raise ValueError(f"--shard-cpus {err}") from None
         # Its events (each checkpoint) go to the worker's stderr: Ray's worker-*.err log.
         shard_log = logging.getLogger("psoup.shard")
         if not shard_log.handlers:
@@ -202,5 +206,18 @@ def start_shards(
         actor = actor_class.options(**opts).remote(
             k, where, sync, strategy, checkpoint_phase=k / n, cpus=cpus, **engine_options
         )
-        channels.append(Channel(k, RayTransport(actor)))
+        try:
+            channels.append(Channel(k, RayTransport(actor)))
+        except ray.exceptions.RayActorError as err:
+            if not err.actor_init_failed:
+                raise
+            raise RuntimeError(f"shard {k} did not start: {_init_error(err)}") from None
     return channels
+
+
+def _init_error(err: Exception) -> str:
+    """The exception a shard's constructor raised, as one line (Ray's message holds it
+    last, after the actor's traceback, in terminal colours)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else type(err).__name__
