@@ -75,17 +75,17 @@ def check_cpus(cpus: Iterable[int] | None, flag: str = "--cpus") -> frozenset[in
     return chosen
 
 
-def pin_process(cpus: frozenset[int]) -> None:
+def pin_process(cpus: frozenset[int], flag: str = "--cpus") -> None:
     """Keep every thread of this process on ``cpus`` (the threads made later inherit
-    them from their makers). Raises ValueError naming the CPUs if they cannot be used
-    here. O(threads)."""
+    them from their makers). Raises ValueError naming ``flag`` and the CPUs if they
+    cannot be used here. O(threads)."""
     try:
         for tid in os.listdir("/proc/self/task"):
             with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
                 os.sched_setaffinity(int(tid), cpus)
     except (OSError, AttributeError) as err:
         listed = ",".join(map(str, sorted(cpus)))
-        raise ValueError(f"{listed}: not CPUs this process may use here ({err})") from None
+        raise ValueError(f"{flag} {listed}: not CPUs this process may use here ({err})") from None
 
 
 @contextmanager

@@ -276,19 +276,10 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error("serve: --ray goes with --shards")
     if args.shards is not None and args.shards < 1:
         parser.error(f"serve: --shards must be at least 1, not {args.shards}")
-    from psoup.pinning import check_cpus
-    from psoup.server import ServerConfig, serve_forever
+    from psoup.server import ServerConfig, check_placement, serve_forever
     from psoup.storage.durable import default_data_dir
     from psoup.storage.log import LogCorruptError
 
-    if args.shard_cpus is not None and not args.shards:
-        parser.error("serve: --shard-cpus goes with --shards")
-    try:
-        check_cpus(args.cpus)
-        if not args.ray:  # shards on a cluster check their CPUs on their own nodes
-            check_cpus(args.shard_cpus, "--shard-cpus")
-    except ValueError as err:
-        parser.error(f"serve: {err}")
     config = ServerConfig(
         host=args.host,
         port=args.port,
@@ -320,6 +311,10 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         cpus=args.cpus,
         shard_cpus=args.shard_cpus,
     )
+    try:
+        check_placement(config)
+    except ValueError as err:
+        parser.error(f"serve: {err}")
     # Recovery's warnings (a torn last record dropped) as one plain line each.
     warnings.formatwarning = lambda message, *_args, **_kw: f"psoup: warning: {message}\n"
     try:

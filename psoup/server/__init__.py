@@ -5,7 +5,7 @@ engine thread), ``servicer`` (the RPC methods), ``metrics`` (Stats counters), ``
 (wiring, health, reflection, TLS, signals).
 """
 
-from psoup.server.app import RunningServer, serve_forever, start_server
+from psoup.server.app import RunningServer, check_placement, serve_forever, start_server
 from psoup.server.config import ServerConfig
 
-__all__ = ["RunningServer", "ServerConfig", "serve_forever", "start_server"]
+__all__ = ["RunningServer", "ServerConfig", "check_placement", "serve_forever", "start_server"]

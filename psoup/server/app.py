@@ -140,13 +140,21 @@ def start_server(config: ServerConfig) -> RunningServer:
     Raises ValueError for a bad token file, TLS setting or CPU list, RuntimeError if the
     port cannot be bound.
     """
+    with threads_made_on(check_placement(config)):
+        return _start_server(config)
+
+
+def check_placement(config: ServerConfig) -> frozenset[int] | None:
+    """``config.cpus`` checked, and ``config.shard_cpus`` with it (only with shards;
+    against this machine's CPUs when the shards run here, a cluster's shards check
+    theirs on their own nodes): the server's CPUs (None: not placed). Raises ValueError
+    naming the option."""
     if config.shard_cpus is not None:
         if config.shards is None:
             raise ValueError("--shard-cpus goes with --shards")
-        if config.ray_address is None:  # the shards run here: check the CPUs here
+        if config.ray_address is None:
             check_cpus(config.shard_cpus, "--shard-cpus")
-    with threads_made_on(check_cpus(config.cpus)):
-        return _start_server(config)
+    return check_cpus(config.cpus)
 
 
 def _start_server(config: ServerConfig) -> RunningServer:

@@ -41,10 +41,7 @@ class RayShard(Shard):
         with contextlib.suppress(OSError):  # lowering niceness may need privileges
             os.setpriority(os.PRIO_PROCESS, 0, 0)
         if cpus:
-            try:
-                pin_process(cpus)
-            except ValueError as err:
-                raise ValueError(f"--shard-cpus {err}") from None
+            pin_process(cpus, "--shard-cpus")
         # Its events (each checkpoint) go to the worker's stderr: Ray's worker-*.err log.
         shard_log = logging.getLogger("psoup.shard")
         if not shard_log.handlers:
