@@ -28,9 +28,16 @@ SCHEMA = {"vid": "int", "spd": "float", "t": "int"}
 C = grpc.StatusCode
 
 
-@pytest.fixture(scope="module")
-def server():
-    srv = start_server(ServerConfig(port=0, max_batch_rows=1000, max_query_chars=300))
+@pytest.fixture(scope="module", params=["in memory", "durable"])
+def server(request, tmp_path_factory):
+    """A server in memory, and one whose acks wait for fsync (``--sync batch``): Ingest
+    takes a different path in each (``PSoupServicer._ingest_direct`` and
+    ``_ingest_pipelined``), and every test here holds for both."""
+    data = None if request.param == "in memory" else str(tmp_path_factory.mktemp("data"))
+    srv = start_server(
+        ServerConfig(port=0, max_batch_rows=1000, max_query_chars=300, data_dir=data)
+    )
+    assert srv.servicer._acks_wait == (data is not None)
     yield srv
     srv.stop(grace=1)
 

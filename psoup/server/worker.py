@@ -11,10 +11,11 @@ get more of the engine than one that keeps fewer. They are counted: when
 letting memory grow. Between two closures the thread gives the heap freezer its turn
 (psoup/heap.py), so the collector's full passes stay short.
 
-``call`` (submit and wait) runs the closure on the caller's own thread when the engine
-thread is idle (nothing running, nothing queued): the same one-at-a-time order, without
-the two thread hand-offs (wake the engine thread, wake the caller) that cost a Linear
-Road front-end ~7% of its interpreter time in futex wake-ups (docs/BENCHMARKS.md).
+``call`` (submit and wait) and ``run_ingest`` (an ingest batch, waited for) run the
+closure on the caller's own thread when the engine thread is idle (nothing running,
+nothing queued): the same one-at-a-time order, without the two thread hand-offs (wake the
+engine thread, wake the caller) that cost a Linear Road front-end ~7% of its interpreter
+time in futex wake-ups (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -81,20 +82,43 @@ class EngineWorker:
     def call(self, fn: Callable[[], Any]) -> Any:
         """``submit(fn)`` and wait for its result (re-raising its exception); run on
         this thread when the engine thread is idle, as it would have run there next."""
-        with self._cond:
-            inline = not (self._busy or self._urgent or self._ingest or self._stopping)
-            if inline:
-                self._busy = True
-        if not inline:
+        if not self._take_turn_here():
             return self.submit(fn).result()
         try:
             return fn()
         finally:
-            self.heap.tick()
-            with self._cond:
-                self._busy = False
-                if self._urgent or self._ingest:
-                    self._cond.notify()  # what was queued meanwhile waited for this
+            self._give_turn_back()
+
+    def run_ingest(self, fn: Callable[[], Any], client: str = "") -> tuple[Any, float]:
+        """Run an ingest closure of ``client`` and wait for it: ``(its result, the CPU
+        seconds it took on the thread that ran it)``, re-raising its exception. It runs
+        on this thread when the engine thread is idle (as ``call``), else it is queued
+        as ``submit_ingest`` (QueueFull as there) and waited for. O(1) besides ``fn``."""
+        if not self._take_turn_here():
+            fut = self.submit_ingest(fn, client)
+            return fut.result(), getattr(fut, "cpu_seconds", 0.0)
+        start = time.thread_time()
+        try:
+            return fn(), time.thread_time() - start
+        finally:
+            self._give_turn_back()
+
+    def _take_turn_here(self) -> bool:
+        """Whether the caller may run a closure on its own thread now (the engine thread
+        idle, nothing queued); if so, the engine counts as busy until
+        ``_give_turn_back``."""
+        with self._cond:
+            inline = not (self._busy or self._urgent or self._ingest or self._stopping)
+            if inline:
+                self._busy = True
+            return inline
+
+    def _give_turn_back(self) -> None:
+        self.heap.tick()
+        with self._cond:
+            self._busy = False
+            if self._urgent or self._ingest:
+                self._cond.notify()  # what was queued meanwhile waited for this
 
     def _next(self) -> tuple[Callable[[], Any], Future] | None:
         """The next closure: urgent first, else the first client's oldest batch (that
