@@ -530,15 +530,18 @@ class Engine:
             )
 
     def insert_part(
-        self, name: str, cols: list[np.ndarray], tids: np.ndarray, advance_to
+        self, name: str, cols: list[np.ndarray], tids: np.ndarray | range, advance_to
     ) -> InsertResult:
         """Apply a shard's part of a batch (psoup/shard): typed columns in schema order
-        with the tuple ids the front-end gave them (ascending; maybe none), then move the
-        stream's clock to ``advance_to``, the newest time of the whole batch, so retention
-        and NOW are those of the whole stream. Logged as one record. Raises BatchError
+        with the tuple ids the front-end gave them (ascending, maybe none; a ``range``
+        when they are consecutive), then move the stream's clock to ``advance_to``, the
+        newest time of the whole batch, so retention and NOW are those of the whole
+        stream. Logged as one record. Raises BatchError
         (nothing changed) for times before the stream's. O(rows) plus the probe."""
         with self.lock:
             st = self._stream(name)
+            if isinstance(tids, range):
+                tids = np.arange(tids.start, tids.stop, dtype=np.int64)
             return self._ingest(st, list(cols), given=np.asarray(tids, np.int64),
                                 advance_to=advance_to)  # fmt: skip
 

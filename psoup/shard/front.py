@@ -175,15 +175,15 @@ class ShardedEngine(Engine):
                 return InsertResult(self._next_tid, self._next_tid - 1, 0, 0)
             self._log("insert", {"stream": name}, cols)
             tag = self._tag()
-            tids = np.arange(self._next_tid, self._next_tid + n, dtype=np.int64)
+            first = self._next_tid
             self._next_tid += n
             last = cols[st.schema.time_index][-1].item()
             st.last_ts = last
             st.tuples_ingested += n
-            for _, fut in self._send_parts(st, tag, "insert_part", cols, tids, last):
+            for _, fut in self._send_parts(st, tag, "insert_part", cols, first, last):
                 fut.add_done_callback(self._part_done)
             if self._subs_by_qid:
-                self._notify_shards(st, int(tids[0]))
+                self._notify_shards(st, first)
             if triggers := self._triggers.get(name):
                 self._quiet += 1  # follows from the batch, logged already
                 try:
@@ -194,7 +194,7 @@ class ShardedEngine(Engine):
         # Not waited for: the batch is in the front-end's log (durable once the caller's
         # wait for it returns) and in the channels, which resend it after a shard crash;
         # later invokes queue behind it on every shard. So matches are not counted here.
-        return InsertResult(int(tids[0]), int(tids[-1]), n, 0)
+        return InsertResult(first, first + n - 1, n, 0)
 
     def _part_done(self, fut: Future) -> None:
         if fut.exception() is not None:  # validated in the front-end before it was sent
@@ -208,23 +208,27 @@ class ShardedEngine(Engine):
         for ch in self.channels:
             ch.wait_below(MAX_PENDING, WRITE_TIMEOUT)
 
-    def _send_parts(self, st, tag, method, cols, tids, last):
-        """Each shard of ``st`` its rows of the batch (maybe none) and the batch's newest
-        time ``last``. O(rows)."""
+    def _send_parts(self, st, tag, method, cols, first: int, last):
+        """Each shard of ``st`` its rows of the batch (maybe none), whose tuple ids run
+        from ``first``, and the batch's newest time ``last``. A shard that takes the
+        whole batch gets its ids as a ``range`` (a few bytes on the wire, not 8 a row).
+        O(rows)."""
+        n = len(cols[0]) if cols else 0
         if st.partition_by is None:
-            rows = {self._stream_shards(st.name)[0]: slice(None)}
+            parts = {self._stream_shards(st.name)[0]: slice(None)}
         else:
-            parts = split(cols[st.schema.names.index(st.partition_by)], self.n)
-            rows = dict(enumerate(parts))
+            parts = dict(enumerate(split(cols[st.schema.names.index(st.partition_by)], self.n)))
+        whole = st.partition_by is None and method == "insert_part"
+        ids = range(first, first + n) if whole else np.arange(first, first + n, dtype=np.int64)
         futs = []
-        for k, idx in rows.items():
+        for k, idx in parts.items():
             part = [c[idx] for c in cols]
             if method == "insert_part":
-                futs += self._send([k], tag, method, st.name, part, tids[idx], last)
+                futs += self._send([k], tag, method, st.name, part, ids[idx], last)
             else:
                 futs += self._send([k], tag, method, st.name,
                                    dict(zip(st.schema.names, part, strict=True)),
-                                   tids=tids[idx], advance_to=last)  # fmt: skip
+                                   tids=ids[idx], advance_to=last)  # fmt: skip
         return futs
 
     def replace_contents(self, name, columns, *, tids=None, advance_to=None) -> InsertResult:
@@ -239,14 +243,13 @@ class ShardedEngine(Engine):
                 cols = [c[order] for c in cols]
             self._log("replace", {"stream": name}, cols)
             tag = self._tag()
-            ids = np.arange(self._next_tid, self._next_tid + n, dtype=np.int64)
+            first = self._next_tid
             self._next_tid += n
             last = cols[st.schema.time_index][-1].item() if n else None
             st.last_ts = last
             st.tuples_ingested = n
-            futs = self._send_parts(st, tag, "replace_contents", cols, ids, last)
+            futs = self._send_parts(st, tag, "replace_contents", cols, first, last)
         got = self._wait(futs, WRITE_TIMEOUT)
-        first = int(ids[0]) if n else self._next_tid
         return InsertResult(first, first + n - 1, n,
                             sum(r.matches for r in got if r is not None))  # fmt: skip
 
