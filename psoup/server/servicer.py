@@ -390,10 +390,10 @@ class PSoupServicer(pb_grpc.PSoupServicer):
     def _ingest_direct(self, request_iterator, context):
         """This call's thread reads a batch, applies it (on this thread when the engine
         thread is idle: ``EngineWorker.run_ingest``), acks it, then reads the next: no
-        thread hand-off of its own. Against the pipelined way (a reader thread, the engine
-        thread and this one), the one-shard server's front-end spent ~15% less CPU a
-        batch (docs/BENCHMARKS.md). The first batch that fails ends the call with
-        everything before it applied and nothing after it."""
+        thread hand-off of its own, where the pipelined way passes each batch from a
+        reader thread to the engine thread to this one (docs/BENCHMARKS.md, stop 52).
+        The first batch that fails ends the call with everything before it applied and
+        nothing after it."""
         stop = threading.Event()  # the call is over: a wait for a turn gives up
         context.add_callback(stop.set)
         try:
