@@ -562,6 +562,32 @@ def test_a_call_runs_on_its_own_thread_when_the_engine_is_idle_and_alone() -> No
     worker.stop()
 
 
+def test_run_ingest_runs_here_when_idle_else_waits_its_turn_in_the_queue() -> None:
+    """An ingest batch run and waited for: on the caller's thread when the engine thread
+    is idle (with the CPU it took), else queued behind what runs (QueueFull at the
+    limit) and run on the engine thread; and the worker is free again either way."""
+    worker = EngineWorker(ingest_limit=1)
+    here = threading.get_ident()
+    ran_on, cpu = worker.run_ingest(threading.get_ident)
+    assert ran_on == here and cpu >= 0.0
+    gate, order = threading.Event(), []
+    blocker = worker.submit(gate.wait)  # occupies the engine thread
+    with ThreadPoolExecutor(2) as pool:
+        queued = pool.submit(worker.run_ingest, lambda: (order.append("ingest"),
+                                                          threading.get_ident()))  # fmt: skip
+        while worker.queue_depth == 0 and not queued.done():
+            gate.wait(0.001)
+        with pytest.raises(QueueFull):  # the one place in the queue is taken
+            worker.run_ingest(lambda: order.append("refused"))
+        order.append("released")
+        gate.set()
+        (_, ran_on), _ = queued.result(timeout=10)
+    blocker.result(timeout=10)
+    assert order == ["released", "ingest"] and ran_on == worker._thread.ident
+    assert worker.run_ingest(threading.get_ident)[0] == here  # idle again: here
+    worker.stop()
+
+
 def test_worker_takes_ingest_round_robin_over_clients() -> None:
     worker = EngineWorker(ingest_limit=10)
     gate, order = threading.Event(), []

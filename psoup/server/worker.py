@@ -82,38 +82,38 @@ class EngineWorker:
     def call(self, fn: Callable[[], Any]) -> Any:
         """``submit(fn)`` and wait for its result (re-raising its exception); run on
         this thread when the engine thread is idle, as it would have run there next."""
-        if not self._take_turn_here():
+        if not self._claim_inline():
             return self.submit(fn).result()
         try:
             return fn()
         finally:
-            self._give_turn_back()
+            self._end_inline()
 
     def run_ingest(self, fn: Callable[[], Any], client: str = "") -> tuple[Any, float]:
         """Run an ingest closure of ``client`` and wait for it: ``(its result, the CPU
         seconds it took on the thread that ran it)``, re-raising its exception. It runs
         on this thread when the engine thread is idle (as ``call``), else it is queued
         as ``submit_ingest`` (QueueFull as there) and waited for. O(1) besides ``fn``."""
-        if not self._take_turn_here():
+        if not self._claim_inline():
             fut = self.submit_ingest(fn, client)
             return fut.result(), getattr(fut, "cpu_seconds", 0.0)
         start = time.thread_time()
         try:
             return fn(), time.thread_time() - start
         finally:
-            self._give_turn_back()
+            self._end_inline()
 
-    def _take_turn_here(self) -> bool:
+    def _claim_inline(self) -> bool:
         """Whether the caller may run a closure on its own thread now (the engine thread
         idle, nothing queued); if so, the engine counts as busy until
-        ``_give_turn_back``."""
+        ``_end_inline``."""
         with self._cond:
             inline = not (self._busy or self._urgent or self._ingest or self._stopping)
             if inline:
                 self._busy = True
             return inline
 
-    def _give_turn_back(self) -> None:
+    def _end_inline(self) -> None:
         self.heap.tick()
         with self._cond:
             self._busy = False
