@@ -536,14 +536,15 @@ class Engine:
         with the tuple ids the front-end gave them (ascending, maybe none; a ``range``
         when they are consecutive), then move the stream's clock to ``advance_to``, the
         newest time of the whole batch, so retention and NOW are those of the whole
-        stream. Logged as one record. Raises BatchError
-        (nothing changed) for times before the stream's. O(rows) plus the probe."""
+        stream. Logged as one record. Raises BatchError (nothing changed) for times
+        before the stream's. O(rows) plus the probe."""
         with self.lock:
             st = self._stream(name)
             if isinstance(tids, range):
-                tids = np.arange(tids.start, tids.stop, dtype=np.int64)
-            return self._ingest(st, list(cols), given=np.asarray(tids, np.int64),
-                                advance_to=advance_to)  # fmt: skip
+                given = np.arange(tids.start, tids.stop, dtype=np.int64)
+            else:
+                given = np.asarray(tids, np.int64)
+            return self._ingest(st, list(cols), given=given, advance_to=advance_to)
 
     def _ingest(
         self,

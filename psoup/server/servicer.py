@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import heapq
 import math
 import os
@@ -228,9 +229,6 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 self._owners[handle] = q.owner
                 self._per_client[q.owner] += 1
         self.storage = engine.storage  # None in memory
-        # Whether an ingest ack waits for a force to disk (``_kept``): then a call's
-        # batches are pipelined so they share fsyncs, else each is acked on its own thread.
-        self._acks_wait = self.storage is not None and self.storage.sync.mode == "batch"
         self._subscriptions = 0
         self.loads = Loads(max_staged_bytes=config.max_staged_bytes)
         self.turns = IngestTurns(config.ingest_turns, share=config.ingest_share)
@@ -379,6 +377,11 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return self._unary(context, run)
 
     # -- ingest -------------------------------------------------------------------------
+    @property
+    def _acks_wait(self) -> bool:
+        """Whether an ingest ack waits for a force to disk (``_kept``, ``--sync batch``)."""
+        return self.storage is not None and self.storage.sync.mode == "batch"
+
     def Ingest(self, request_iterator, context):
         # Two ways: when an ack waits for a force to disk, a call's batches are pipelined
         # (they share fsyncs); when it waits for nothing (in memory, sync off or
@@ -403,22 +406,24 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 columns = self._decode_batch(req)
                 if not self.turns.acquire(share, stop):
                     return
-
-                def run(req=req, columns=columns):
-                    held = 0.0
-                    try:
-                        res, held = self.worker.run_ingest(
-                            lambda: self._insert(req.stream, columns, client), share
-                        )
-                        return res
-                    except QueueFull:
-                        raise self._queue_full(req) from None
-                    finally:
-                        self.turns.release(held)
-
-                yield self._ack(req, run, _rows(columns))
+                applied = functools.partial(self._apply_in_turn, req, columns, client, share)
+                yield self._ack(req, applied, _rows(columns))
         except Exception as exc:
             _abort(context, exc)
+
+    def _apply_in_turn(self, req: pb.IngestRequest, columns: dict, client: str, share: str):
+        """Apply a batch whose turn is taken (``EngineWorker.run_ingest``), then give
+        the turn back with the engine CPU it took: its InsertResult."""
+        held = 0.0
+        try:
+            res, held = self.worker.run_ingest(
+                lambda: self._insert(req.stream, columns, client), share
+            )
+            return res
+        except QueueFull:
+            raise self._queue_full(req) from None
+        finally:
+            self.turns.release(held)
 
     def _ingest_pipelined(self, request_iterator, context):
         # A reader thread receives, decodes and queues up to INGEST_DEPTH batches of this
