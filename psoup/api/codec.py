@@ -35,11 +35,18 @@ def type_name(t: int, field: str) -> str:
 def to_value(v: object) -> pb.Value:
     """A ``Value`` message for a Python scalar (None -> no kind set)."""
     out = pb.Value()
+    set_value(out, v)
+    return out
+
+
+def set_value(out: pb.Value, v: object) -> None:
+    """Set ``out``, a ``Value`` field of a message, to a Python scalar in place (as
+    ``to_value``, without making a message to copy from)."""
     if v is None:
-        return out
-    if isinstance(v, bool):
+        out.Clear()
+    elif isinstance(v, bool):
         raise CodecError(f"booleans are not values: {v!r}")
-    if isinstance(v, int | np.integer):
+    elif isinstance(v, int | np.integer):
         out.int_value = int(v)
     elif isinstance(v, float | np.floating):
         out.float_value = float(v)
@@ -47,7 +54,6 @@ def to_value(v: object) -> pb.Value:
         out.string_value = v
     else:
         raise CodecError(f"cannot send a value of type {type(v).__name__}: {v!r}")
-    return out
 
 
 def from_value(v: pb.Value) -> int | float | str | None:

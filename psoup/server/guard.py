@@ -48,59 +48,71 @@ def _refuse(context, method: str, bad: Undecodable):
 
 
 class DecodeGuard(grpc.ServerInterceptor):
-    """Wraps every handler of the service so undecodable requests are refused cleanly."""
+    """Wraps every handler of the service so undecodable requests are refused cleanly.
+    A method's handler is wrapped once, at its first call, and reused (a handler is the
+    same for every call of its method): O(1) per call, a dictionary lookup."""
+
+    def __init__(self):
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}  # method path -> handler
 
     def intercept_service(self, continuation, details):
-        handler = continuation(details)
-        if handler is None or handler.request_deserializer is None:
-            return handler
-        method = details.method.rsplit("/", 1)[-1]
+        # Only methods the service has are kept: a client naming others grows nothing.
+        if (wrapped := self._wrapped.get(details.method)) is None:
+            handler = continuation(details)
+            if handler is None or handler.request_deserializer is None:
+                return handler
+            wrapped = self._wrapped[details.method] = _guarded(handler, details.method)
+        return wrapped
 
-        def one(behavior):
-            def run(request, context):
-                if isinstance(request, Undecodable):
-                    _refuse(context, method, request)
-                return behavior(request, context)
 
-            return run
+def _guarded(handler: grpc.RpcMethodHandler, path: str) -> grpc.RpcMethodHandler:
+    """``handler`` with a decoder that never raises and a behaviour that refuses what it
+    could not decode."""
+    method = path.rsplit("/", 1)[-1]
 
-        def one_streaming(behavior):
-            def run(request, context):
-                if isinstance(request, Undecodable):
-                    _refuse(context, method, request)
-                yield from behavior(request, context)
+    def one(behavior):
+        def run(request, context):
+            if isinstance(request, Undecodable):
+                _refuse(context, method, request)
+            return behavior(request, context)
 
-            return run
+        return run
 
-        def checked(requests: Iterator) -> Iterator:
-            for r in requests:
-                if isinstance(r, Undecodable):
-                    raise UndecodableRequest(_message(method, r))
-                yield r
+    def one_streaming(behavior):
+        def run(request, context):
+            if isinstance(request, Undecodable):
+                _refuse(context, method, request)
+            yield from behavior(request, context)
 
-        def many(behavior):
-            def run(requests, context):
-                return behavior(checked(requests), context)
+        return run
 
-            return run
+    def checked(requests: Iterator) -> Iterator:
+        for r in requests:
+            if isinstance(r, Undecodable):
+                raise UndecodableRequest(_message(method, r))
+            yield r
 
-        def many_streaming(behavior):
-            def run(requests, context):
-                yield from behavior(checked(requests), context)
+    def many(behavior):
+        def run(requests, context):
+            return behavior(checked(requests), context)
 
-            return run
+        return run
 
-        safe = _safe(handler.request_deserializer)
-        if handler.unary_unary:
-            return handler._replace(request_deserializer=safe, unary_unary=one(handler.unary_unary))
-        if handler.unary_stream:
-            return handler._replace(
-                request_deserializer=safe, unary_stream=one_streaming(handler.unary_stream)
-            )
-        if handler.stream_unary:
-            return handler._replace(
-                request_deserializer=safe, stream_unary=many(handler.stream_unary)
-            )
+    def many_streaming(behavior):
+        def run(requests, context):
+            yield from behavior(checked(requests), context)
+
+        return run
+
+    safe = _safe(handler.request_deserializer)
+    if handler.unary_unary:
+        return handler._replace(request_deserializer=safe, unary_unary=one(handler.unary_unary))
+    if handler.unary_stream:
         return handler._replace(
-            request_deserializer=safe, stream_stream=many_streaming(handler.stream_stream)
+            request_deserializer=safe, unary_stream=one_streaming(handler.unary_stream)
         )
+    if handler.stream_unary:
+        return handler._replace(request_deserializer=safe, stream_unary=many(handler.stream_unary))
+    return handler._replace(
+        request_deserializer=safe, stream_stream=many_streaming(handler.stream_stream)
+    )

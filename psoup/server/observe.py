@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import grpc
 from prometheus_client import (
@@ -148,6 +149,7 @@ class Observer:
             "Time a checkpoint held the engine (its image taken under the engine lock)",
             buckets=DURATION_BUCKETS, registry=r,
         )  # fmt: skip
+        self._invoke_seconds = self.invoke_seconds.labels(strategy)  # looked up once
         ProcessCollector(registry=r)
         self._http = None
         self._arrived: list[Callable[[str], None]] = []
@@ -173,7 +175,7 @@ class Observer:
             self._http = None
 
     def invoked(self, seconds: float) -> None:
-        self.invoke_seconds.labels(self.strategy).observe(seconds)
+        self._invoke_seconds.observe(seconds)
 
     def interceptor(self) -> grpc.ServerInterceptor:
         return _Interceptor(self)
@@ -194,25 +196,40 @@ class Observer:
 
 
 class _Interceptor(grpc.ServerInterceptor):
-    """Counts each request by client and method and its outcome; logs refusals."""
+    """Counts each request by client and method and its outcome; logs refusals. A
+    method's handler is wrapped once, at its first call, and reused; a (client, method)
+    pair's counter is looked up once: O(1) per call, a few dictionary lookups."""
 
     def __init__(self, observer: Observer):
         self.o = observer
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}  # method path -> handler
+        self._counters: dict[tuple[str, str], object] = {}  # (client, method) -> counter
 
     def intercept_service(self, continuation, details):
-        handler = continuation(details)
-        if handler is None:
-            return None
-        method = details.method.rsplit("/", 1)[-1]
+        if (wrapped := self._wrapped.get(details.method)) is None:
+            handler = continuation(details)
+            if handler is None:  # not a method of the service: nothing kept
+                return None
+            wrapped = self._wrapped[details.method] = self._counted(handler, details.method)
         for hook in self.o._arrived:
-            hook(method)
-        client = self.o.who(details.invocation_metadata)
-        o = self.o
+            hook(wrapped.method)
+        return wrapped.handler
+
+    def _count(self, client: str, method: str) -> None:
+        # Bounded: the clients are the server's tokens' ids (or the two without one).
+        if (c := self._counters.get((client, method))) is None:
+            c = self._counters[(client, method)] = self.o.requests.labels(client, method)
+        c.inc()
+
+    def _counted(self, handler: grpc.RpcMethodHandler, path: str) -> _Wrapped:
+        o, count = self.o, self._count
+        method = path.rsplit("/", 1)[-1]
 
         def unary(behavior):
             def run(request, context):
                 start = time.perf_counter()
-                o.requests.labels(client, method).inc()
+                client = o.who(context.invocation_metadata())
+                count(client, method)
                 try:
                     return behavior(request, context)
                 finally:
@@ -223,7 +240,8 @@ class _Interceptor(grpc.ServerInterceptor):
         def streaming(behavior):
             def run(request, context):
                 start = time.perf_counter()
-                o.requests.labels(client, method).inc()
+                client = o.who(context.invocation_metadata())
+                count(client, method)
                 try:
                     yield from behavior(request, context)
                 finally:
@@ -232,9 +250,16 @@ class _Interceptor(grpc.ServerInterceptor):
             return run
 
         if handler.unary_unary:
-            return handler._replace(unary_unary=unary(handler.unary_unary))
-        if handler.stream_unary:
-            return handler._replace(stream_unary=unary(handler.stream_unary))
-        if handler.unary_stream:
-            return handler._replace(unary_stream=streaming(handler.unary_stream))
-        return handler._replace(stream_stream=streaming(handler.stream_stream))
+            wrapped = handler._replace(unary_unary=unary(handler.unary_unary))
+        elif handler.stream_unary:
+            wrapped = handler._replace(stream_unary=unary(handler.stream_unary))
+        elif handler.unary_stream:
+            wrapped = handler._replace(unary_stream=streaming(handler.unary_stream))
+        else:
+            wrapped = handler._replace(stream_stream=streaming(handler.stream_stream))
+        return _Wrapped(method, wrapped)
+
+
+class _Wrapped(NamedTuple):
+    method: str  # the method's name, without its service
+    handler: grpc.RpcMethodHandler

@@ -126,33 +126,42 @@ def _rows(columns: dict) -> int:
 def _set_time(msg, result: Result) -> None:
     """Fill a response's now / window_begin / window_end from ``result``."""
     if result.now is not None:
-        msg.now.CopyFrom(codec.to_value(result.now))
+        codec.set_value(msg.now, result.now)
     if result.window is not None:
-        msg.window_begin.CopyFrom(codec.to_value(result.window[0]))
-        msg.window_end.CopyFrom(codec.to_value(result.window[1]))
+        codec.set_value(msg.window_begin, result.window[0])
+        codec.set_value(msg.window_end, result.window[1])
 
 
 def result_pages(result: Result, page: int) -> Iterator[pb.InvokeQueryResponse]:
     """The result in messages of ``page`` rows (InvokeQuery's answer), the first with
     the columns, the total and the window. O(rows) in C."""
     n = len(result)
-    for a in range(0, max(n, 1), page):
-        msg = pb.InvokeQueryResponse(
+    yield _first_page(result, min(page, n) if n else 0)
+    for a in range(page, n, page):
+        yield pb.InvokeQueryResponse(
             data=codec.encode_result(result, a, a + page), rows=min(page, n - a)
         )
-        if a == 0:
-            msg.columns.extend(
-                pb.ColumnInfo(name=n, type=codec.TYPE_TO_PB[t])
-                for n, t in zip(result.columns, result.types, strict=True)
-            )
-            msg.total_rows = n
-            _set_time(msg, result)
-        yield msg
+
+
+def _first_page(result: Result, rows: int) -> pb.InvokeQueryResponse:
+    """The first message of a result: its first ``rows`` rows, the columns, the total
+    and the window."""
+    msg = pb.InvokeQueryResponse(
+        data=codec.encode_result(result, 0, rows),
+        rows=rows,
+        columns=[
+            pb.ColumnInfo(name=n, type=codec.TYPE_TO_PB[t])
+            for n, t in zip(result.columns, result.types, strict=True)
+        ],
+        total_rows=len(result),
+    )
+    _set_time(msg, result)
+    return msg
 
 
 def whole_result(result: Result) -> pb.InvokeQueryResponse:
     """The result in one message (Invoke's answer), whatever its size."""
-    return next(result_pages(result, max(len(result), 1)))
+    return _first_page(result, len(result))
 
 
 def _window(spec) -> pb.Window:
