@@ -202,7 +202,7 @@ class _Interceptor(grpc.ServerInterceptor):
 
     def __init__(self, observer: Observer):
         self.o = observer
-        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}  # method path -> handler
+        self._wrapped: dict[str, _Wrapped] = {}  # method path -> its wrapped handler
         self._counters: dict[tuple[str, str], object] = {}  # (client, method) -> counter
 
     def intercept_service(self, continuation, details):
