@@ -136,7 +136,7 @@ def result_pages(result: Result, page: int) -> Iterator[pb.InvokeQueryResponse]:
     """The result in messages of ``page`` rows (InvokeQuery's answer), the first with
     the columns, the total and the window. O(rows) in C."""
     n = len(result)
-    yield _first_page(result, min(page, n) if n else 0)
+    yield _first_page(result, min(page, n))
     for a in range(page, n, page):
         yield pb.InvokeQueryResponse(
             data=codec.encode_result(result, a, a + page), rows=min(page, n - a)
