@@ -21,6 +21,7 @@ from clients.errors import (
     Unauthenticated,
     Unavailable,
 )
+from clients.invoker import Invoker
 from clients.messages import (
     CURRENT,
     NEW,
@@ -51,6 +52,7 @@ __all__ = [
     "IngestAck",
     "InvalidArgument",
     "Invoke",
+    "Invoker",
     "NotFound",
     "PSoupClient",
     "PSoupRpcError",

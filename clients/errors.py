@@ -94,6 +94,15 @@ def make_error(code: grpc.StatusCode, message: str) -> PSoupRpcError:
     return ERRORS.get(code, PSoupRpcError)(code, message)
 
 
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+def error_from_status(number: int, message: str) -> PSoupRpcError:
+    """The exception for a status code given by its number (as an Invokes reply gives
+    it; an unknown number is UNKNOWN)."""
+    return make_error(_CODES.get(number, grpc.StatusCode.UNKNOWN), message)
+
+
 def error_from_rpc(err: grpc.RpcError) -> PSoupRpcError:
     """The psoup exception for a failed gRPC call (sync ``grpc.Call`` or ``AioRpcError``)."""
     code = err.code() if callable(getattr(err, "code", None)) else grpc.StatusCode.UNKNOWN

@@ -295,6 +295,7 @@ def _valid(method: str, f: Fuzzed) -> bytes:
         ),
         "InvokeQuery": pb.InvokeQueryRequest(handle=h, now=12.0, page_rows=3),
         "Invoke": pb.InvokeRequest(handle=h, now=12.0),
+        "Invokes": pb.InvokeRequest(handle=h, now=12.0),
         "Batch": pb.BatchRequest(
             items=[
                 pb.BatchRequest.Item(invoke=pb.InvokeRequest(handle=h, now=12.0)),

@@ -279,6 +279,22 @@ class BatchRequest(_message.Message):
     items: _containers.RepeatedCompositeFieldContainer[BatchRequest.Item]
     def __init__(self, items: _Optional[_Iterable[_Union[BatchRequest.Item, _Mapping]]] = ...) -> None: ...
 
+class InvokesReply(_message.Message):
+    __slots__ = ("result", "refused")
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    result: InvokeQueryResponse
+    refused: Refusal
+    def __init__(self, result: _Optional[_Union[InvokeQueryResponse, _Mapping]] = ..., refused: _Optional[_Union[Refusal, _Mapping]] = ...) -> None: ...
+
+class Refusal(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
 class BatchResponse(_message.Message):
     __slots__ = ("replies",)
     class Reply(_message.Message):

@@ -89,6 +89,11 @@ class PSoupStub:
                 request_serializer=psoup_dot_v1_dot_psoup__pb2.InvokeRequest.SerializeToString,
                 response_deserializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.FromString,
                 _registered_method=True)
+        self.Invokes = channel.stream_stream(
+                '/psoup.v1.PSoup/Invokes',
+                request_serializer=psoup_dot_v1_dot_psoup__pb2.InvokeRequest.SerializeToString,
+                response_deserializer=psoup_dot_v1_dot_psoup__pb2.InvokesReply.FromString,
+                _registered_method=True)
         self.Batch = channel.unary_unary(
                 '/psoup.v1.PSoup/Batch',
                 request_serializer=psoup_dot_v1_dot_psoup__pb2.BatchRequest.SerializeToString,
@@ -234,6 +239,17 @@ class PSoupServicer:
         status go out together, without the stream's wait for each message to be sent: the
         cheaper call for the usual small result. A result larger than the server's
         max_message_bytes is refused with RESOURCE_EXHAUSTED (take it in pages).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Invokes(self, request_iterator, context):
+        """Many invokes on one open call, for a client that invokes again and again: each
+        request is answered by one reply, in order, with the result whole (as Invoke) or
+        the status that Invoke would have ended with. A refused invoke does not end the
+        call. Half the server's CPU of a unary call per invoke (docs/BENCHMARKS.md): the
+        call is set up, authenticated and counted once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -390,6 +406,11 @@ def add_PSoupServicer_to_server(servicer, server):
                     servicer.Invoke,
                     request_deserializer=psoup_dot_v1_dot_psoup__pb2.InvokeRequest.FromString,
                     response_serializer=psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.SerializeToString,
+            ),
+            'Invokes': grpc.stream_stream_rpc_method_handler(
+                    servicer.Invokes,
+                    request_deserializer=psoup_dot_v1_dot_psoup__pb2.InvokeRequest.FromString,
+                    response_serializer=psoup_dot_v1_dot_psoup__pb2.InvokesReply.SerializeToString,
             ),
             'Batch': grpc.unary_unary_rpc_method_handler(
                     servicer.Batch,
@@ -744,6 +765,33 @@ class PSoup:
             '/psoup.v1.PSoup/Invoke',
             psoup_dot_v1_dot_psoup__pb2.InvokeRequest.SerializeToString,
             psoup_dot_v1_dot_psoup__pb2.InvokeQueryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Invokes(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/psoup.v1.PSoup/Invokes',
+            psoup_dot_v1_dot_psoup__pb2.InvokeRequest.SerializeToString,
+            psoup_dot_v1_dot_psoup__pb2.InvokesReply.FromString,
             options,
             channel_credentials,
             insecure,

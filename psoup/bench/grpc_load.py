@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import queue
 import random
 import sys
 import threading
@@ -207,10 +208,12 @@ def invoke(
     seed: int,
     go: bool = False,
     batch: int = 1,
+    stream: bool = False,
 ) -> dict:
     """Latencies (ms) of ``clients`` threads x ``invokes`` calls each; with ``go``, they
     start once told on stdin (after ``ready``). ``batch`` > 1: each call is a Batch of
-    that many invokes (of handles drawn at random), else an Invoke."""
+    that many invokes (of handles drawn at random); else an Invoke, or with ``stream``
+    a request on an Invokes call each client keeps open (as PSoupClient.invoke)."""
     lat: list[float] = []
     lock = threading.Lock()
     ready = threading.Barrier(clients, action=_ready_go if go else None)
@@ -220,7 +223,17 @@ def invoke(
         mine = []
         with grpc.insecure_channel(target) as ch:
             stub = pb_grpc.PSoupStub(ch)
-            stub.Invoke(pb.InvokeRequest(handle=handles[0]))  # connect first
+            if stream:
+                outbox: queue.SimpleQueue = queue.SimpleQueue()
+                replies = stub.Invokes(iter(outbox.get, None))
+
+                def invoke_one(req):
+                    outbox.put(req)
+                    return next(replies)
+
+            else:
+                invoke_one = stub.Invoke
+            invoke_one(pb.InvokeRequest(handle=handles[0]))  # connect first
             ready.wait()
             for _ in range(invokes):
                 if batch > 1:  # as PSoupClient.batch
@@ -229,10 +242,13 @@ def invoke(
                         for _ in range(batch)
                     ])  # fmt: skip
                 else:  # as PSoupClient.invoke
-                    call, req = stub.Invoke, pb.InvokeRequest(handle=rng.choice(handles))
+                    call = invoke_one
+                    req = pb.InvokeRequest(handle=rng.choice(handles))
                 start = time.perf_counter()
                 call(req)
                 mine.append(1e3 * (time.perf_counter() - start))
+            if stream:
+                outbox.put(None)  # the call's end
         with lock:
             lat.extend(mine)
 
@@ -279,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--invokes", type=int, default=200, help="invocations per client")
     v.add_argument("--wait-go", action="store_true", help="print ready, start on a stdin line")
     v.add_argument("--batch", type=int, default=1, help="invokes per call (a Batch when > 1)")
+    v.add_argument("--stream", action="store_true", help="invoke on one Invokes call each")
     a = p.parse_args(argv)
     if a.mode == "ingest":
         if a.cpus:  # before gRPC starts its threads, which inherit it
@@ -297,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         with open(a.handles) as fh:
             handles = fh.read().split()
-        out = invoke(a.target, handles, a.clients, a.invokes, a.seed, a.wait_go, a.batch)
+        out = invoke(a.target, handles, a.clients, a.invokes, a.seed, a.wait_go, a.batch, a.stream)
     json.dump(out, sys.stdout)
     return 0
 

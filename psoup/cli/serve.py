@@ -194,6 +194,14 @@ def add_parser(sub) -> None:
         help="most registrations and invokes in one Batch call (default: %(default)s)",
     )
     limits.add_argument(
+        "--max-invoke-calls",
+        type=_positive,
+        default=8,
+        metavar="N",
+        help="most Invokes calls open at once, each holding a handler thread "
+        "(default: %(default)s)",
+    )
+    limits.add_argument(
         "--max-templates",
         type=_positive,
         default=10_000,
@@ -294,6 +302,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         max_queries_per_client=args.max_queries_per_client,
         max_templates=args.max_templates,
         max_batch_items=args.max_batch_items,
+        max_invoke_calls=args.max_invoke_calls,
         ingest_queue_batches=args.ingest_queue_batches,
         ingest_turns=args.ingest_turns,
         ingest_share=args.ingest_share,

@@ -22,6 +22,8 @@ class ServerConfig:
     max_queries_per_client: int = 100_000
     max_templates: int = 10_000  # prepared templates (PrepareQuery), all clients together
     max_batch_items: int = 1_024  # registrations and invokes in one Batch call
+    # Invokes calls open at once: each holds one of ``workers`` handler threads while open.
+    max_invoke_calls: int = 8
     max_staged_bytes: int = 8 << 30  # rows staged by all open bulk loads together
     ingest_queue_batches: int = 64  # batches waiting for the engine before Ingest is refused
     ingest_turns: int = 1  # Ingest batches on their way to the engine at once (server/turns.py)

@@ -208,7 +208,7 @@ _TEMPLATE_ID = re.compile(r"[0-9a-f]{32}")
 #: yields part of its time (``psoup serve --ingest-share``).
 INTERACTIVE = frozenset({
     "DescribeStream", "ListStreams", "PrepareQuery", "RegisterQuery", "InvokeQuery", "Invoke",
-    "UnregisterQuery", "DescribeQuery", "ReadStream", "Batch",
+    "UnregisterQuery", "DescribeQuery", "ReadStream", "Batch", "Invokes",
 })  # fmt: skip
 
 
@@ -239,6 +239,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 self._per_client[q.owner] += 1
         self.storage = engine.storage  # None in memory
         self._subscriptions = 0
+        self._invoke_calls = 0  # Invokes calls open now
         self.loads = Loads(max_staged_bytes=config.max_staged_bytes)
         self.turns = IngestTurns(config.ingest_turns, share=config.ingest_share)
         self.observer.on_request(self._arrived)
@@ -734,26 +735,63 @@ class PSoupServicer(pb_grpc.PSoupServicer):
 
     def InvokeQuery(self, request, context):
         try:
-            result = self._invoked(request, context)
+            result = self._invoked(request, self._client(context))
             yield from result_pages(result, request.page_rows or self.config.page_rows)
         except Exception as exc:
             _abort(context, exc)
 
     def Invoke(self, request, context):
+        return self._unary(
+            context, lambda: self._whole(self._invoked(request, self._client(context)))
+        )
 
-        def run():
-            result = self._invoked(request, context)
-            msg = whole_result(result)
-            if (size := msg.ByteSize()) > self.config.max_message_bytes:
-                raise Abort(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"the result ({len(result)} rows, {size} bytes) is larger than "
-                    f"max_message_bytes={self.config.max_message_bytes}: take it in pages "
-                    "with InvokeQuery",
-                )
-            return msg
+    def Invokes(self, request_iterator, context):
+        """One reply per request, in order: the result whole, or the status Invoke would
+        have ended with (the call goes on). The client is authenticated once, at the
+        call's start; an undecodable request ends the call (INVALID_ARGUMENT). At most
+        ``max_invoke_calls`` are open at once (each holds a handler thread): past that,
+        RESOURCE_EXHAUSTED before any request is read."""
+        opened = False
+        try:
+            client = self._client(context)
+            with self._lock:
+                if self._invoke_calls >= self.config.max_invoke_calls:
+                    raise Abort(
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"max_invoke_calls={self.config.max_invoke_calls} Invokes calls are "
+                        "open: use Invoke, or try again later",
+                    )
+                self._invoke_calls += 1
+                opened = True
+            for request in request_iterator:
+                self.turns.interactive()  # each is an interactive call's arrival
+                try:
+                    msg = self._whole(self._invoked(request, client))
+                except Exception as exc:
+                    if (status := _status_of(exc)) is None:
+                        raise
+                    code, message = status
+                    yield pb.InvokesReply(refused=pb.Refusal(code=code.value[0], message=message))
+                else:
+                    yield pb.InvokesReply(result=msg)
+        except Exception as exc:
+            _abort(context, exc)
+        finally:
+            if opened:
+                with self._lock:
+                    self._invoke_calls -= 1
 
-        return self._unary(context, run)
+    def _whole(self, result: Result) -> pb.InvokeQueryResponse:
+        """``result`` in one message; RESOURCE_EXHAUSTED past max_message_bytes."""
+        msg = whole_result(result)
+        if (size := msg.ByteSize()) > self.config.max_message_bytes:
+            raise Abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"the result ({len(result)} rows, {size} bytes) is larger than "
+                f"max_message_bytes={self.config.max_message_bytes}: take it in pages "
+                "with InvokeQuery",
+            )
+        return msg
 
     def Batch(self, request, context):
 
@@ -854,10 +892,9 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             raise
         return started
 
-    def _invoked(self, request: pb.InvokeRequest | pb.InvokeQueryRequest, context) -> Result:
-        """The query's result for an InvokeQuery or Invoke request, on the engine thread
-        (its time recorded in the metrics); Abort names a bad field."""
-        client = self._client(context)
+    def _invoked(self, request: pb.InvokeRequest | pb.InvokeQueryRequest, client: str) -> Result:
+        """The query's result for ``client``'s InvokeQuery or Invoke request, on the
+        engine thread (its time recorded in the metrics); Abort names a bad field."""
         self._own(client, request.handle)
         now = self._now_field(request)
         start = time.perf_counter()

@@ -1,0 +1,227 @@
+"""``Invoker``: invokes sent on one open Invokes call, for code that invokes again and again.
+
+::
+
+    with client.invoker() as inv:
+        for h in handles:
+            inv.invoke(h).rows
+
+A unary Invoke sets a call up for every invoke, and on the server that setup costs about
+as much as answering a small result: an invoke on an open Invokes call used about half
+the server CPU of a unary one (docs/BENCHMARKS.md, "Invokes on one open call"). An
+Invoker gives the answers and errors ``PSoupClient.invoke`` gives, for the price of one
+call kept open:
+
+- **One thread at a time.** Give each thread its own Invoker.
+- **It holds a server thread while open**, so close it (or use ``with``). The server
+  keeps at most ``max_invoke_calls`` open at once. When it refuses one, the Invoker
+  sends unary Invoke calls instead and tries to open a call again ``retry_after``
+  seconds later. It does the same, for good, with a server that has no Invokes.
+- **Deadlines** are per invoke (``timeout``, the client's by default). A watchdog
+  thread cancels the call when one passes; the invoke raises DeadlineExceeded, and the
+  next invoke opens a new call.
+- **A broken call is retried once.** When the server went away after the call had
+  answered (a restart), the invoke is sent once more on a new call: an invoke changes
+  nothing, so sending it twice is safe.
+- **Large results.** A result too large for one message comes in pages (InvokeQuery),
+  as with ``PSoupClient.invoke``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import queue
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING
+
+import grpc
+
+from clients import messages
+from clients.channel import DEFAULT, Timeout, deadline
+from clients.errors import DeadlineExceeded, error_from_rpc, error_from_status
+from psoup.api import psoup_pb2 as pb
+from psoup.values import Result
+
+if TYPE_CHECKING:
+    from clients.psoup_client import PSoupClient
+
+#: Status codes of a call refused at its start that a second call would meet again.
+_FINAL = frozenset({
+    grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN,
+})  # fmt: skip
+
+
+class Invoker:
+    """Invokes on one Invokes call of ``client``, opened at the first invoke (see the
+    module docstring). Made by ``PSoupClient.invoker()``."""
+
+    def __init__(self, client: PSoupClient, retry_after: float = 10.0):
+        self._client = client
+        self.retry_after = retry_after
+        self._call = None  # the open Invokes call, or None
+        self._outbox: queue.SimpleQueue | None = None  # its requests; None ends it
+        self._unary_until = 0.0  # before this (monotonic) time, invoke with Invoke
+        self._closed = False
+        # The watchdog's state, under _cond: the deadline of the invoke in flight, when
+        # the watchdog will next look, whether it cancelled the call.
+        self._cond = threading.Condition(threading.Lock())
+        self._deadline: float | None = None
+        self._wake_at = math.inf
+        self._expired = False
+        self._watchdog: threading.Thread | None = None
+
+    # -- invoking ---------------------------------------------------------------------
+    def invoke(
+        self, handle: str, now: int | float | None = None, *, timeout: Timeout = DEFAULT
+    ) -> Result:
+        """The query's current result over its window, as of ``now`` (default: NOW), as
+        ``PSoupClient.invoke`` gives it; NotFound for an unknown handle. O(rows x
+        columns) to decode, with no call set up after the first."""
+        if self._closed:
+            raise ValueError("the Invoker is closed")
+        seconds = deadline(timeout, self._client.timeout)
+        request = messages.invoke_whole_request(handle, now)
+        reply = None
+        if time.monotonic() >= self._unary_until:
+            reply = self._on_call(request, seconds)
+        if reply is None:  # no call to be had: as PSoupClient.invoke
+            return self._client.invoke(handle, now, timeout=seconds)
+        if reply.HasField("result"):
+            pages = messages.PageAssembler()
+            pages.add(reply.result)
+            return pages.result()
+        code, message = reply.refused.code, reply.refused.message
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]:  # too large for a message
+            return self._client._invoke_paged(handle, now, 0, seconds)
+        raise error_from_status(code, message)
+
+    def _on_call(self, request: pb.InvokeRequest, seconds: float | None) -> pb.InvokesReply | None:
+        """``request``'s reply on the open call (opened if need be, and once more if it
+        broke after answering); None when the server refused to open one."""
+        while True:
+            fresh = self._call is None
+            if fresh:
+                self._open()
+            self._arm(seconds)
+            self._outbox.put(request)
+            try:
+                reply = next(self._call)
+            except StopIteration:  # the server ended the call: it is stopping
+                err = None
+            except grpc.RpcError as exc:
+                err = exc
+            else:
+                if self._disarm():  # the watchdog cancelled the call as the reply came
+                    self._drop()
+                return reply
+            expired = self._disarm()
+            self._drop()
+            if expired:
+                raise DeadlineExceeded(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+            code = err.code() if err is not None else None
+            if fresh and code == grpc.StatusCode.UNIMPLEMENTED:  # a server without Invokes
+                self._unary_until = math.inf
+                return None
+            if fresh and code == grpc.StatusCode.RESOURCE_EXHAUSTED:  # max_invoke_calls
+                self._unary_until = time.monotonic() + self.retry_after
+                return None
+            if fresh or code in _FINAL:
+                if err is None:
+                    return None  # ended at once: the server is stopping; Invoke will say so
+                raise error_from_rpc(err) from err
+            # The call had answered and then broke: once more, on a new call.
+
+    def _open(self) -> None:
+        self._outbox = queue.SimpleQueue()
+        self._call = self._client._stub.Invokes(
+            iter(self._outbox.get, None), metadata=self._client._metadata
+        )
+
+    def _drop(self) -> None:
+        """End the open call (its request stream, then the call itself)."""
+        if self._call is not None:
+            self._outbox.put(None)
+            self._call.cancel()
+            self._call = self._outbox = None
+
+    # -- deadlines --------------------------------------------------------------------
+    def _arm(self, seconds: float | None) -> None:
+        """Watch the invoke about to be sent for ``seconds`` (None: no deadline). O(1);
+        the watchdog is woken only when it would look too late."""
+        if seconds is None:
+            return
+        due = time.monotonic() + seconds
+        with self._cond:
+            self._deadline = due
+            if self._watchdog is None:
+                self._watchdog = threading.Thread(
+                    target=_watch, args=(weakref.ref(self), self._cond),
+                    name="psoup-invoker-watchdog", daemon=True,
+                )  # fmt: skip
+                self._watchdog.start()
+            elif due < self._wake_at:
+                self._cond.notify()
+
+    def _disarm(self) -> bool:
+        """Stop watching the invoke in flight; whether the watchdog had cancelled the
+        call (it is then cleared)."""
+        with self._cond:
+            self._deadline = None
+            expired, self._expired = self._expired, False
+        return expired
+
+    def _look(self) -> float | None:
+        """The watchdog's look, under ``_cond``: cancel the call if the invoke in flight
+        is past its deadline; the seconds until the next look (None: until woken)."""
+        if self._closed:
+            return 0.0
+        now = time.monotonic()
+        if self._deadline is not None and self._deadline <= now:
+            self._expired = True
+            self._deadline = None
+            if self._call is not None:
+                self._call.cancel()
+        self._wake_at = self._deadline if self._deadline is not None else math.inf
+        return None if self._deadline is None else self._deadline - now
+
+    # -- lifetime ---------------------------------------------------------------------
+    def close(self) -> None:
+        """End the open call (freeing its server thread) and the watchdog. Idempotent."""
+        if self._closed:
+            return
+        if self._call is not None:
+            self._outbox.put(None)  # a clean end: the server answers what it has, then OK
+            self._call = self._outbox = None
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def __enter__(self) -> Invoker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit modules may be gone
+            self.close()
+
+
+def _watch(ref: weakref.ref, cond: threading.Condition) -> None:
+    """The watchdog thread of the Invoker ``ref`` points to, until it is closed or gone.
+    It keeps only a weak reference between looks, so a forgotten Invoker is collected."""
+    with cond:
+        while True:
+            inv = ref()
+            if inv is None:
+                return
+            wait = inv._look()
+            closed = inv._closed
+            del inv
+            if closed:
+                return
+            cond.wait(wait)
