@@ -236,14 +236,18 @@ def _settle(srv, timeout: float = 600.0) -> None:
         raise TimeoutError(f"the shards did not take the workload in {timeout:.0f} s")
 
 
-def _invokers(target: str, handles: Path, clients: int, invokes: int, seed: int) -> list:
+def _invokers(
+    target: str, handles: Path, clients: int, invokes: int, seed: int, stream: bool = False
+) -> list:
     """``clients`` client processes of one thread each, started together (each connects,
-    says ready, then invokes ``invokes`` times on a line from stdin); their latencies."""
+    says ready, then invokes ``invokes`` times on a line from stdin, with unary Invoke
+    calls or, with ``stream``, on one Invokes call); their latencies."""
 
     def one(k: int) -> list[str]:
         return [sys.executable, "-m", "psoup.bench.grpc_load", "invoke", target,
                 "--handles", str(handles), "--clients", "1", "--invokes", str(invokes),
-                "--seed", str(seed + k), "--wait-go"]  # fmt: skip
+                "--seed", str(seed + k), "--wait-go",
+                *(["--stream"] if stream else [])]  # fmt: skip
 
     procs = [
         subprocess.Popen(one(k), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -309,6 +313,8 @@ def _invoke_server(config: ServerConfig, args: dict):
 #: whose waits then count in the latency).
 LAYOUTS = ("processes", "threads")
 PLACED = "processes, server on 1 CPU"  # client processes against a server with --cpus
+CALLS = "processes, Invokes"  # each client process invokes on one open Invokes call
+PLACED_CALLS = "processes, Invokes, server on 1 CPU"  # CALLS against a server with --cpus
 SHARDED = "processes, --shards 1"  # client processes against a server with one shard
 APART = "processes, engine apart"  # client processes against engine_process's front
 LOOP = "processes, asyncio front"  # client processes against asyncio_front's server
@@ -338,7 +344,7 @@ def _invoke_runs(
                             "--invokes", str(each), "--seed", str(seed))  # fmt: skip
                 lat = got["latencies_ms"]
             else:
-                lat = _invokers(target, Path(fh.name), c, each, seed)
+                lat = _invokers(target, Path(fh.name), c, each, seed, how in (CALLS, PLACED_CALLS))
             rate = (ingested() - before) / (time.perf_counter() - start)
             p50, p90, p99 = np.percentile(np.array(lat), [50, 90, 99])
             sec.rows.append([c, how, len(lat), float(p50), float(p90), float(p99), rate])
@@ -359,9 +365,10 @@ def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) 
         ["clients", "as", "invokes", "p50 ms", "p90 ms", "p99 ms", "ingest t/s meanwhile"],
     )
     args = _invoke_args(n_queries, np.random.default_rng(seed + 1), seed)
-    servers = [(ServerConfig(port=0), [(c, how) for c in clients for how in LAYOUTS])]
+    servers = [(ServerConfig(port=0), [(c, how) for c in clients for how in (*LAYOUTS, CALLS)])]
     if ONE_CPU:
-        servers.append((ServerConfig(port=0, cpus=ONE_CPU), [(c, PLACED) for c in clients]))
+        placed = [(c, how) for c in clients for how in (PLACED, PLACED_CALLS)]
+        servers.append((ServerConfig(port=0, cpus=ONE_CPU), placed))
     servers.append((ServerConfig(port=0, shards=1), [(c, SHARDED) for c in clients]))
     for config, runs in servers:
         srv, handles = _invoke_server(config, args)
@@ -392,6 +399,8 @@ def invoke_latency(n_queries: int, clients: list[int], invokes: int, seed: int) 
         f"request to answer (a unary Invoke). '{PLACED}': client processes as in "
         f"'processes', against the same server with every thread of its own kept on CPU "
         f"{_listed(ONE_CPU)} (`psoup serve --cpus`), the clients free to run on any. "
+        f"'{CALLS}' and '{PLACED_CALLS}': the same two, each client invoking on one open "
+        "Invokes call (as `clients.Invoker` does) instead of a unary call each. "
         f"'{SHARDED}': the same against the server with one engine shard (`psoup serve "
         "--shards 1`, the ingest table's): a shard runs the operations it is sent in the "
         "order sent, so an invoke waits behind the batches the front-end acknowledged "
@@ -589,7 +598,7 @@ def run(out_dir: Path, quick: bool = False, seed: int = 7) -> list[Section]:
                 [r[col] for r in lat.rows if r[1] == how],
             )
             for stat, col in (("p50", 3), ("p99", 5))
-            for how in (*LAYOUTS, PLACED, SHARDED, APART, LOOP)
+            for how in (*LAYOUTS, CALLS, PLACED, PLACED_CALLS, SHARDED, APART, LOOP)
         },
     )
     md += ["![invoke latency](grpc_invoke_latency.png)", ""]
