@@ -114,6 +114,10 @@ class Invoker:
                 err = None
             except grpc.RpcError as exc:
                 err = exc
+            except BaseException:  # interrupted: its reply must not answer the next invoke
+                self._disarm()
+                self._drop()
+                raise
             else:
                 if self._disarm():  # the watchdog cancelled the call as the reply came
                     self._drop()

@@ -324,6 +324,7 @@ def stats(msg: pb.StatsResponse) -> dict[str, object]:
         "queue_depth": msg.queue_depth,
         "memory_bytes": msg.memory_bytes,
         "subscriptions": msg.subscriptions,
+        "invoke_calls": msg.invoke_calls,
         "streams": {
             s.name: {
                 "tuples_stored": s.tuples_stored,

@@ -68,8 +68,8 @@ class View:
         server = Text.assemble(
             ("server  ", "bold"),
             f"queue {s['queue_depth']} batches   memory {s['memory_bytes'] / 2**20:,.0f} MB   "
-            f"subscriptions {s['subscriptions']}   queries {s['queries']:,}   "
-            f"matches {s['matches_marked']:,}",
+            f"subscriptions {s['subscriptions']}   invoke calls {s['invoke_calls']}   "
+            f"queries {s['queries']:,}   matches {s['matches_marked']:,}",
         )
         invoke = Text.assemble(
             ("invoke  ", "bold"),

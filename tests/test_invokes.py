@@ -6,6 +6,7 @@ servers on loopback ports, the real client library."""
 
 from __future__ import annotations
 
+import _thread
 import socket
 import threading
 import time
@@ -76,11 +77,13 @@ def _answer(fn, *args):
 
 
 def _open_calls(server, want: int, timeout: float = 10.0) -> int:
-    """The server's count of open Invokes calls once it is ``want`` (a call's end
-    reaches the server after the client has moved on), or as it is at ``timeout``."""
+    """The server's count of open Invokes calls (Stats' ``invoke_calls``) once it is
+    ``want`` (a call's end reaches the server after the client has moved on), or as it
+    is at ``timeout``."""
     end = time.monotonic() + timeout
-    while (n := server.servicer._invoke_calls) != want and time.monotonic() < end:
-        time.sleep(0.01)
+    with PSoupClient(f"127.0.0.1:{server.port}") as c:
+        while (n := c.stats()["invoke_calls"]) != want and time.monotonic() < end:
+            time.sleep(0.01)
     return n
 
 
@@ -272,3 +275,23 @@ def test_a_result_too_large_for_a_message_comes_in_pages(server, client) -> None
         got = inv.invoke(h)
         assert len(got) == 10_000 and got.rows == client.invoke(h).rows
         assert inv._call is not None  # the refusal did not end the call
+
+
+def test_an_interrupted_invoke_leaves_no_reply_for_the_next(server, client) -> None:
+    s = _stream(client)
+    client.insert(s, [(1, 0.5, 1), (2, 0.5, 2)])
+    h1, h2 = (
+        client.register(f"SELECT vid FROM {s} WHERE vid = {v} BEGIN 0 END NOW") for v in (1, 2)
+    )
+    with client.invoker() as inv:
+        assert inv.invoke(h1).rows == [(1,)]
+        release = threading.Event()
+        held = server.worker.submit(lambda: release.wait(30))  # h1's next invoke waits
+        threading.Timer(0.3, _thread.interrupt_main).start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                inv.invoke(h1, timeout=None)
+        finally:
+            release.set()
+            held.result(timeout=30)
+        assert inv.invoke(h2).rows == [(2,)]  # not h1's late reply

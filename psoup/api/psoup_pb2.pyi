@@ -457,7 +457,7 @@ class LatencyPercentiles(_message.Message):
     def __init__(self, p50_ms: _Optional[float] = ..., p90_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., count: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("strategy", "queries", "matches_marked", "ingest_rate", "invoke_latency", "queue_depth", "memory_bytes", "streams", "subscriptions", "busiest_queries", "shards")
+    __slots__ = ("strategy", "queries", "matches_marked", "ingest_rate", "invoke_latency", "queue_depth", "memory_bytes", "streams", "subscriptions", "busiest_queries", "shards", "invoke_calls")
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
     MATCHES_MARKED_FIELD_NUMBER: _ClassVar[int]
@@ -469,6 +469,7 @@ class StatsResponse(_message.Message):
     SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     BUSIEST_QUERIES_FIELD_NUMBER: _ClassVar[int]
     SHARDS_FIELD_NUMBER: _ClassVar[int]
+    INVOKE_CALLS_FIELD_NUMBER: _ClassVar[int]
     strategy: str
     queries: int
     matches_marked: int
@@ -480,7 +481,8 @@ class StatsResponse(_message.Message):
     subscriptions: int
     busiest_queries: _containers.RepeatedCompositeFieldContainer[QueryStats]
     shards: _containers.RepeatedCompositeFieldContainer[ShardStats]
-    def __init__(self, strategy: _Optional[str] = ..., queries: _Optional[int] = ..., matches_marked: _Optional[int] = ..., ingest_rate: _Optional[float] = ..., invoke_latency: _Optional[_Union[LatencyPercentiles, _Mapping]] = ..., queue_depth: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., subscriptions: _Optional[int] = ..., busiest_queries: _Optional[_Iterable[_Union[QueryStats, _Mapping]]] = ..., shards: _Optional[_Iterable[_Union[ShardStats, _Mapping]]] = ...) -> None: ...
+    invoke_calls: int
+    def __init__(self, strategy: _Optional[str] = ..., queries: _Optional[int] = ..., matches_marked: _Optional[int] = ..., ingest_rate: _Optional[float] = ..., invoke_latency: _Optional[_Union[LatencyPercentiles, _Mapping]] = ..., queue_depth: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., subscriptions: _Optional[int] = ..., busiest_queries: _Optional[_Iterable[_Union[QueryStats, _Mapping]]] = ..., shards: _Optional[_Iterable[_Union[ShardStats, _Mapping]]] = ..., invoke_calls: _Optional[int] = ...) -> None: ...
 
 class ShardStats(_message.Message):
     __slots__ = ("index", "state", "node", "pid", "tuples_stored", "queries", "memory_bytes", "restarts", "last_op")

@@ -233,7 +233,14 @@ def invoke(
 
             else:
                 invoke_one = stub.Invoke
-            invoke_one(pb.InvokeRequest(handle=handles[0]))  # connect first
+            try:
+                invoke_one(pb.InvokeRequest(handle=handles[0]))  # connect first
+            except grpc.RpcError as err:  # past max_invoke_calls: unary, as Invoker does
+                if not stream or err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    raise
+                outbox.put(None)
+                invoke_one = stub.Invoke
+                invoke_one(pb.InvokeRequest(handle=handles[0]))
             ready.wait()
             for _ in range(invokes):
                 if batch > 1:  # as PSoupClient.batch

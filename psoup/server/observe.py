@@ -65,6 +65,7 @@ class _EngineCollector(Collector):
         yield GaugeMetricFamily(
             "psoup_subscriptions", "Open subscriptions", value=s["subscriptions"]
         )
+        yield GaugeMetricFamily("psoup_invoke_calls", "Open Invokes calls", value=s["invoke_calls"])
         yield GaugeMetricFamily(
             "psoup_standing_queries_total", "Registered standing queries", value=s["queries"]
         )

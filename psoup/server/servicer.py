@@ -1058,6 +1058,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return {
             "queue_depth": self.worker.queue_depth,
             "subscriptions": self._subscriptions,
+            "invoke_calls": self._invoke_calls,
             "queries": len(db.queries),
             "matches_marked": db.matches_marked,
             "ingest_paused_seconds": self.turns.paused,
@@ -1093,6 +1094,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 queue_depth=self.worker.queue_depth,
                 memory_bytes=rss_bytes(),
                 subscriptions=self._subscriptions,
+                invoke_calls=self._invoke_calls,
             )
             for name, s in sorted(stats["streams"].items()):
                 out.streams.append(
