@@ -21,7 +21,7 @@ from clients.errors import (
     Unauthenticated,
     Unavailable,
 )
-from clients.invoker import Invoker
+from clients.invoker import AsyncInvoker, Invoker
 from clients.messages import (
     CURRENT,
     NEW,
@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT",
     "NEW",
     "AlreadyExists",
+    "AsyncInvoker",
     "AsyncPSoupClient",
     "AsyncSubscription",
     "Bound",

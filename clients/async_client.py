@@ -25,6 +25,7 @@ import numpy as np
 from clients import batching, channel, messages
 from clients.channel import DEFAULT, Timeout
 from clients.errors import InvalidArgument, ResourceExhausted, error_from_rpc
+from clients.invoker import AsyncInvoker
 from clients.messages import (
     IngestAck,
     Invoke,
@@ -345,14 +346,21 @@ class AsyncPSoupClient:
         timeout: Timeout = DEFAULT,
     ) -> Result:
         """The query's current result, pages assembled; see ``PSoupClient.invoke``."""
-        pages = messages.PageAssembler()
         if not page_rows:
+            pages = messages.PageAssembler()
             whole = messages.invoke_whole_request(handle, now)
             try:
                 pages.add(await self._unary(self._stub.Invoke, whole, timeout))
                 return pages.result()
             except ResourceExhausted:
-                pages = messages.PageAssembler()  # larger than a message: in pages
+                pass  # larger than a message: in pages
+        return await self._invoke_paged(handle, now, page_rows, timeout)
+
+    async def _invoke_paged(
+        self, handle: str, now: int | float | None, page_rows: int, timeout: Timeout
+    ) -> Result:
+        """The result in pages of ``page_rows`` rows (0: the server's default)."""
+        pages = messages.PageAssembler()
         req = messages.invoke_request(handle, now, page_rows)
         call = self._stub.InvokeQuery(
             req, timeout=channel.deadline(timeout, self.timeout), metadata=self._metadata
@@ -363,6 +371,11 @@ class AsyncPSoupClient:
         except grpc.RpcError as err:
             raise error_from_rpc(err) from err
         return pages.result()
+
+    def invoker(self, retry_after: float = 10.0) -> AsyncInvoker:
+        """An ``AsyncInvoker``: ``invoke`` on one open Invokes call (see
+        ``PSoupClient.invoker``). Close it when done (``async with``)."""
+        return AsyncInvoker(self, retry_after)
 
     def subscribe(
         self, handle: str, include_current: bool = False, *, timeout: Timeout = None

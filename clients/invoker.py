@@ -29,6 +29,7 @@ call kept open:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import queue
@@ -41,11 +42,12 @@ import grpc
 
 from clients import messages
 from clients.channel import DEFAULT, Timeout, deadline
-from clients.errors import DeadlineExceeded, error_from_rpc, error_from_status
+from clients.errors import DeadlineExceeded, error_from_rpc, error_from_status, make_error
 from psoup.api import psoup_pb2 as pb
 from psoup.values import Result
 
 if TYPE_CHECKING:
+    from clients.async_client import AsyncPSoupClient
     from clients.psoup_client import PSoupClient
 
 #: Status codes of a call refused at its start that a second call would meet again.
@@ -90,14 +92,9 @@ class Invoker:
             reply = self._on_call(request, seconds)
         if reply is None:  # no call to be had: as PSoupClient.invoke
             return self._client.invoke(handle, now, timeout=seconds)
-        if reply.HasField("result"):
-            pages = messages.PageAssembler()
-            pages.add(reply.result)
-            return pages.result()
-        code, message = reply.refused.code, reply.refused.message
-        if code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]:  # too large for a message
+        if (result := _result_of(reply)) is None:
             return self._client._invoke_paged(handle, now, 0, seconds)
-        raise error_from_status(code, message)
+        return result
 
     def _on_call(self, request: pb.InvokeRequest, seconds: float | None) -> pb.InvokesReply | None:
         """``request``'s reply on the open call (opened if need be, and once more if it
@@ -127,11 +124,8 @@ class Invoker:
             if expired:
                 raise DeadlineExceeded(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
             code = err.code() if err is not None else None
-            if fresh and code == grpc.StatusCode.UNIMPLEMENTED:  # a server without Invokes
-                self._unary_until = math.inf
-                return None
-            if fresh and code == grpc.StatusCode.RESOURCE_EXHAUSTED:  # max_invoke_calls
-                self._unary_until = time.monotonic() + self.retry_after
+            if fresh and (until := _unary_until(code, self.retry_after)) is not None:
+                self._unary_until = until
                 return None
             if fresh or code in _FINAL:
                 if err is None:
@@ -213,6 +207,136 @@ class Invoker:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # at interpreter exit modules may be gone
             self.close()
+
+
+class AsyncInvoker:
+    """``Invoker`` for ``AsyncPSoupClient``: ``await inv.invoke(handle)`` on one open
+    Invokes call. Tasks of its event loop may share it: they take turns on the call. A
+    deadline is ``asyncio.wait_for``'s, so there is no watchdog thread. Made by
+    ``AsyncPSoupClient.invoker()``; close it with ``await inv.close()`` or ``async
+    with``."""
+
+    def __init__(self, client: AsyncPSoupClient, retry_after: float = 10.0):
+        self._client = client
+        self.retry_after = retry_after
+        self._call = None  # the open Invokes call, or None
+        self._unary_until = 0.0
+        self._closed = False
+        self._turn = asyncio.Lock()  # one exchange at a time on the call
+
+    async def invoke(
+        self, handle: str, now: int | float | None = None, *, timeout: Timeout = DEFAULT
+    ) -> Result:
+        """As ``Invoker.invoke``, awaited."""
+        if self._closed:
+            raise ValueError("the Invoker is closed")
+        seconds = deadline(timeout, self._client.timeout)
+        request = messages.invoke_whole_request(handle, now)
+        reply = None
+        if time.monotonic() >= self._unary_until:
+            async with self._turn:
+                reply = await self._on_call(request, seconds)
+        if reply is None:
+            return await self._client.invoke(handle, now, timeout=seconds)
+        if (result := _result_of(reply)) is None:
+            return await self._client._invoke_paged(handle, now, 0, seconds)
+        return result
+
+    async def _on_call(
+        self, request: pb.InvokeRequest, seconds: float | None
+    ) -> pb.InvokesReply | None:
+        """As ``Invoker._on_call``."""
+        while True:
+            fresh = self._call is None
+            if fresh:
+                self._call = self._client._stub.Invokes(metadata=self._client._metadata)
+            call = self._call
+            try:
+                reply = await asyncio.wait_for(_exchange(call, request, fresh), seconds)
+            except TimeoutError:
+                self._drop()
+                raise DeadlineExceeded(
+                    grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"
+                ) from None
+            except grpc.RpcError as exc:
+                code, error = exc.code(), error_from_rpc(exc)
+            except BaseException:  # cancelled: its reply must not answer the next invoke
+                self._drop()
+                raise
+            else:
+                if not isinstance(reply, tuple):
+                    return reply
+                code, error = reply[0], make_error(*reply)
+            self._drop()
+            if fresh and (until := _unary_until(code, self.retry_after)) is not None:
+                self._unary_until = until
+                return None
+            if fresh or code in _FINAL:
+                if code == grpc.StatusCode.OK:
+                    return None  # ended at once: the server is stopping; Invoke will say so
+                raise error
+            # The call had answered and then broke: once more, on a new call.
+
+    def _drop(self) -> None:
+        if self._call is not None:
+            self._call.cancel()
+            self._call = None
+
+    async def close(self) -> None:
+        """End the open call (freeing its server thread). Idempotent."""
+        self._closed = True
+        if self._call is not None:
+            call, self._call = self._call, None
+            with contextlib.suppress(asyncio.InvalidStateError, grpc.RpcError):
+                await call.done_writing()  # a clean end: the server answers OK
+
+    async def __aenter__(self) -> AsyncInvoker:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+
+async def _exchange(call, request: pb.InvokeRequest, fresh: bool):
+    """Send ``request`` on the grpc.aio Invokes ``call`` and read its reply; the call's
+    ``(code, details)`` when it had ended (OK: the server ended it). On a ``fresh``
+    call, first wait for the server to take it (its initial metadata) or refuse it."""
+    if fresh:
+        await call.initial_metadata()
+        if call.done():
+            return await call.code(), await call.details()
+    try:
+        await call.write(request)
+        reply = await call.read()
+    except asyncio.InvalidStateError:  # it had ended before the write
+        reply = grpc.aio.EOF
+    if reply is grpc.aio.EOF:
+        return await call.code(), await call.details()
+    return reply
+
+
+def _result_of(reply: pb.InvokesReply) -> Result | None:
+    """The result an Invokes reply carries; None when it was refused as too large for a
+    message (take it in pages); the refusal's error raised for any other."""
+    if reply.HasField("result"):
+        pages = messages.PageAssembler()
+        pages.add(reply.result)
+        return pages.result()
+    code, message = reply.refused.code, reply.refused.message
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]:
+        return None
+    raise error_from_status(code, message)
+
+
+def _unary_until(code: grpc.StatusCode | None, retry_after: float) -> float | None:
+    """After a call ended with ``code`` before its first reply: until when (monotonic)
+    to invoke with unary calls instead (a server without Invokes: for good; one at
+    max_invoke_calls: ``retry_after`` seconds), or None when that is not why it ended."""
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return math.inf
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return time.monotonic() + retry_after
+    return None
 
 
 def _watch(ref: weakref.ref, cond: threading.Condition) -> None:

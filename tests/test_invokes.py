@@ -7,6 +7,7 @@ servers on loopback ports, the real client library."""
 from __future__ import annotations
 
 import _thread
+import asyncio
 import socket
 import threading
 import time
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 
 from clients import (
+    AsyncPSoupClient,
     DeadlineExceeded,
     InvalidArgument,
     NotFound,
@@ -295,3 +297,57 @@ def test_an_interrupted_invoke_leaves_no_reply_for_the_next(server, client) -> N
             release.set()
             held.result(timeout=30)
         assert inv.invoke(h2).rows == [(2,)]  # not h1's late reply
+
+
+# -- the grpc.aio client's AsyncInvoker ----------------------------------------------------
+
+
+def test_an_async_invoker_answers_as_async_unary_invokes_do(server, client) -> None:
+    """The same agreement for ``AsyncInvoker``, with tasks sharing it; a refusal keeps
+    the call; a deadline cancels it and the next invoke opens another; past
+    max_invoke_calls it uses unary calls."""
+    rng = np.random.default_rng(11)
+    s = _stream(client)
+    client.insert_columns(s, _batch(rng, 0, 10_000))  # some results take pages
+    handles = [client.register(q.format(s=s), {"x": 7}) for q in QUERIES]
+    handles += [client.register(f"SELECT * FROM {s} BEGIN 0 END NOW"), "no-such-handle", ""]
+    target = f"127.0.0.1:{server.port}"
+
+    async def scenario() -> None:
+        async with AsyncPSoupClient(target, timeout=30) as c, c.invoker() as inv:
+
+            async def both(h, now):
+                async def answer(fn):
+                    try:
+                        r = await fn(h, now)
+                    except PSoupRpcError as exc:
+                        return type(exc), exc.message
+                    return r.columns, r.types, r.rows, r.now, r.window
+
+                return await answer(inv.invoke), await answer(c.invoke)
+
+            asks = [(h, now) for h in handles for now in (None, 15, 1e308)]
+            for got, want in await asyncio.gather(*(both(h, now) for h, now in asks)):
+                assert got == want
+            assert inv._call is not None  # the refusals did not end the call
+            release = threading.Event()
+            held = server.worker.submit(lambda: release.wait(30))
+            try:
+                with pytest.raises(DeadlineExceeded):
+                    await inv.invoke(handles[0], timeout=0.3)
+            finally:
+                release.set()
+                await asyncio.to_thread(held.result, 30)
+            assert inv._call is None
+            assert (await inv.invoke(handles[2])).rows == (await c.invoke(handles[2])).rows
+            others = [c.invoker(retry_after=3600) for _ in range(2)]  # the limit is 2
+            try:
+                for other in others:
+                    await other.invoke(handles[2])
+                assert [o._call is not None for o in others] == [True, False]
+            finally:
+                for other in others:
+                    await other.close()
+        assert _open_calls(server, 0) == 0
+
+    asyncio.run(scenario())

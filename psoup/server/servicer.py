@@ -763,6 +763,9 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                     )
                 self._invoke_calls += 1
                 opened = True
+            # Taken: a client may wait for this before its first request, so that its
+            # write does not race a refusal (grpc.aio reports that race as INTERNAL).
+            context.send_initial_metadata(())
             for request in request_iterator:
                 self.turns.interactive()  # each is an interactive call's arrival
                 try:
