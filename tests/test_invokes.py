@@ -228,6 +228,15 @@ def test_invokes_authenticate_once_and_check_each_handle(tmp_path: Path) -> None
                 inv.invoke(h)
             with alice.invoker() as inv:
                 assert inv.invoke(h).rows == [(6,)]
+            alice.grant("r", "bob", "read")
+            mine = bob.register("SELECT vid FROM r BEGIN 0 END NOW")
+            with bob.invoker() as inv:  # a revoke reaches each request of an open call
+                assert inv.invoke(mine).rows == [(6,)]
+                alice.revoke("r", "bob", "read")
+                with pytest.raises(PermissionDenied, match="read"):
+                    inv.invoke(mine)
+                alice.grant("r", "bob", "read")
+                assert inv.invoke(mine).rows == [(6,)]
     finally:
         srv.stop(grace=1)
 
