@@ -57,17 +57,55 @@ _FINAL = frozenset({
 })  # fmt: skip
 
 
-class Invoker:
+class _Lane:
+    """What the sync and the async Invoker share: the state of their one call, the steps
+    before an invoke and the choice once the call ended without answering."""
+
+    def __init__(self, client: PSoupClient | AsyncPSoupClient, retry_after: float):
+        self._client = client
+        self.retry_after = retry_after
+        self._call = None  # the open Invokes call, or None
+        self._unary_until = 0.0  # before this (monotonic) time, invoke with Invoke
+        self._closed = False
+
+    def _begin(
+        self, handle: str, now: int | float | None, timeout: Timeout
+    ) -> tuple[float | None, pb.InvokeRequest, bool]:
+        """``(the invoke's seconds, its request, whether to send it on the call)``."""
+        if self._closed:
+            raise ValueError("the Invoker is closed")
+        seconds = deadline(timeout, self._client.timeout)
+        request = messages.invoke_whole_request(handle, now)
+        return seconds, request, time.monotonic() >= self._unary_until
+
+    def _unary_after(
+        self, fresh: bool, code: grpc.StatusCode | None, error: Exception | None
+    ) -> bool:
+        """After the call ended before its reply, with ``code`` (None or OK: the server
+        ended it; ``error`` None then): True to invoke with a unary call instead (a
+        server without Invokes: from now on; one at max_invoke_calls: for
+        ``retry_after`` seconds; one stopping: this once); False to send once more on a
+        new call (the call had answered and then broke); ``error`` raised otherwise."""
+        if fresh and code == grpc.StatusCode.UNIMPLEMENTED:
+            self._unary_until = math.inf
+            return True
+        if fresh and code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            self._unary_until = time.monotonic() + self.retry_after
+            return True
+        if fresh or code in _FINAL:
+            if error is None:
+                return True
+            raise error
+        return False
+
+
+class Invoker(_Lane):
     """Invokes on one Invokes call of ``client``, opened at the first invoke (see the
     module docstring). Made by ``PSoupClient.invoker()``."""
 
     def __init__(self, client: PSoupClient, retry_after: float = 10.0):
-        self._client = client
-        self.retry_after = retry_after
-        self._call = None  # the open Invokes call, or None
-        self._outbox: queue.SimpleQueue | None = None  # its requests; None ends it
-        self._unary_until = 0.0  # before this (monotonic) time, invoke with Invoke
-        self._closed = False
+        super().__init__(client, retry_after)
+        self._outbox: queue.SimpleQueue | None = None  # the call's requests; None ends it
         # The watchdog's state, under _cond: the deadline of the invoke in flight, when
         # the watchdog will next look, whether it cancelled the call.
         self._cond = threading.Condition(threading.Lock())
@@ -83,13 +121,8 @@ class Invoker:
         """The query's current result over its window, as of ``now`` (default: NOW), as
         ``PSoupClient.invoke`` gives it; NotFound for an unknown handle. O(rows x
         columns) to decode, with no call set up after the first."""
-        if self._closed:
-            raise ValueError("the Invoker is closed")
-        seconds = deadline(timeout, self._client.timeout)
-        request = messages.invoke_whole_request(handle, now)
-        reply = None
-        if time.monotonic() >= self._unary_until:
-            reply = self._on_call(request, seconds)
+        seconds, request, on_call = self._begin(handle, now, timeout)
+        reply = self._on_call(request, seconds) if on_call else None
         if reply is None:  # no call to be had: as PSoupClient.invoke
             return self._client.invoke(handle, now, timeout=seconds)
         if (result := _result_of(reply)) is None:
@@ -123,15 +156,12 @@ class Invoker:
             self._drop()
             if expired:
                 raise DeadlineExceeded(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
-            code = err.code() if err is not None else None
-            if fresh and (until := _unary_until(code, self.retry_after)) is not None:
-                self._unary_until = until
+            code, error = None, None
+            if err is not None:
+                code, error = err.code(), error_from_rpc(err)
+                error.__cause__ = err
+            if self._unary_after(fresh, code, error):
                 return None
-            if fresh or code in _FINAL:
-                if err is None:
-                    return None  # ended at once: the server is stopping; Invoke will say so
-                raise error_from_rpc(err) from err
-            # The call had answered and then broke: once more, on a new call.
 
     def _open(self) -> None:
         self._outbox = queue.SimpleQueue()
@@ -175,8 +205,6 @@ class Invoker:
     def _look(self) -> float | None:
         """The watchdog's look, under ``_cond``: cancel the call if the invoke in flight
         is past its deadline; the seconds until the next look (None: until woken)."""
-        if self._closed:
-            return 0.0
         now = time.monotonic()
         if self._deadline is not None and self._deadline <= now:
             self._expired = True
@@ -209,7 +237,7 @@ class Invoker:
             self.close()
 
 
-class AsyncInvoker:
+class AsyncInvoker(_Lane):
     """``Invoker`` for ``AsyncPSoupClient``: ``await inv.invoke(handle)`` on one open
     Invokes call. Tasks of its event loop may share it: they take turns on the call. A
     deadline is ``asyncio.wait_for``'s, so there is no watchdog thread. Made by
@@ -217,23 +245,16 @@ class AsyncInvoker:
     with``."""
 
     def __init__(self, client: AsyncPSoupClient, retry_after: float = 10.0):
-        self._client = client
-        self.retry_after = retry_after
-        self._call = None  # the open Invokes call, or None
-        self._unary_until = 0.0
-        self._closed = False
+        super().__init__(client, retry_after)
         self._turn = asyncio.Lock()  # one exchange at a time on the call
 
     async def invoke(
         self, handle: str, now: int | float | None = None, *, timeout: Timeout = DEFAULT
     ) -> Result:
         """As ``Invoker.invoke``, awaited."""
-        if self._closed:
-            raise ValueError("the Invoker is closed")
-        seconds = deadline(timeout, self._client.timeout)
-        request = messages.invoke_whole_request(handle, now)
+        seconds, request, on_call = self._begin(handle, now, timeout)
         reply = None
-        if time.monotonic() >= self._unary_until:
+        if on_call:
             async with self._turn:
                 reply = await self._on_call(request, seconds)
         if reply is None:
@@ -266,16 +287,11 @@ class AsyncInvoker:
             else:
                 if not isinstance(reply, tuple):
                     return reply
-                code, error = reply[0], make_error(*reply)
+                code = reply[0]
+                error = None if code == grpc.StatusCode.OK else make_error(*reply)
             self._drop()
-            if fresh and (until := _unary_until(code, self.retry_after)) is not None:
-                self._unary_until = until
+            if self._unary_after(fresh, code, error):
                 return None
-            if fresh or code in _FINAL:
-                if code == grpc.StatusCode.OK:
-                    return None  # ended at once: the server is stopping; Invoke will say so
-                raise error
-            # The call had answered and then broke: once more, on a new call.
 
     def _drop(self) -> None:
         if self._call is not None:
@@ -328,17 +344,6 @@ def _result_of(reply: pb.InvokesReply) -> Result | None:
     raise error_from_status(code, message)
 
 
-def _unary_until(code: grpc.StatusCode | None, retry_after: float) -> float | None:
-    """After a call ended with ``code`` before its first reply: until when (monotonic)
-    to invoke with unary calls instead (a server without Invokes: for good; one at
-    max_invoke_calls: ``retry_after`` seconds), or None when that is not why it ended."""
-    if code == grpc.StatusCode.UNIMPLEMENTED:
-        return math.inf
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return time.monotonic() + retry_after
-    return None
-
-
 def _watch(ref: weakref.ref, cond: threading.Condition) -> None:
     """The watchdog thread of the Invoker ``ref`` points to, until it is closed or gone.
     It keeps only a weak reference between looks, so a forgotten Invoker is collected."""
@@ -347,9 +352,8 @@ def _watch(ref: weakref.ref, cond: threading.Condition) -> None:
             inv = ref()
             if inv is None:
                 return
-            wait = inv._look()
-            closed = inv._closed
-            del inv
-            if closed:
+            if inv._closed:
                 return
+            wait = inv._look()
+            del inv
             cond.wait(wait)

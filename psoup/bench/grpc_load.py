@@ -213,7 +213,7 @@ def invoke(
     """Latencies (ms) of ``clients`` threads x ``invokes`` calls each; with ``go``, they
     start once told on stdin (after ``ready``). ``batch`` > 1: each call is a Batch of
     that many invokes (of handles drawn at random); else an Invoke, or with ``stream``
-    a request on an Invokes call each client keeps open (as PSoupClient.invoke)."""
+    a request on an Invokes call each client keeps open (as clients.Invoker)."""
     lat: list[float] = []
     lock = threading.Lock()
     ready = threading.Barrier(clients, action=_ready_go if go else None)
