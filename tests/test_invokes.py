@@ -30,6 +30,7 @@ from clients import (
 )
 from psoup.api import psoup_pb2_grpc as pb_grpc
 from psoup.server import ServerConfig, start_server
+from psoup.server.invoke_calls import CallsFull, InvokeCalls
 
 SCHEMA = {"vid": "int", "spd": "float", "t": "int"}
 QUERIES = [
@@ -41,7 +42,11 @@ QUERIES = [
 
 @pytest.fixture(scope="module")
 def server():
-    srv = start_server(ServerConfig(port=0, max_message_bytes=128 * 1024, max_invoke_calls=2))
+    srv = start_server(
+        ServerConfig(
+            port=0, max_message_bytes=128 * 1024, max_invoke_calls=2, invoke_idle_seconds=None
+        )
+    )
     yield srv
     srv.stop(grace=1)
 
@@ -150,6 +155,66 @@ def test_past_max_invoke_calls_an_invoker_uses_unary_invokes(server, client) -> 
     with client.invoker() as inv:  # the calls were given back
         inv.invoke(h)
         assert inv._call is not None
+
+
+def test_at_the_limit_a_new_call_takes_the_place_of_the_call_idle_longest() -> None:
+    # Idle for 0 s is idle long enough: every open call that waits for a request may give
+    # its place, so which one does is decided by the order of the invokes alone.
+    srv = start_server(ServerConfig(port=0, max_invoke_calls=2, invoke_idle_seconds=0.0))
+    try:
+        with PSoupClient(f"127.0.0.1:{srv.port}", timeout=30) as c:
+            s = _stream(c)
+            c.insert(s, [(5, 0.5, 1), (6, 0.25, 2)])
+            h = c.register(f"SELECT vid FROM {s} WHERE vid > 0 BEGIN 0 END NOW")
+            want = c.invoke(h).rows
+            a, b, d = (c.invoker(retry_after=3600) for _ in range(3))
+            try:
+                assert a.invoke(h).rows == want and b.invoke(h).rows == want
+                assert d.invoke(h).rows == want  # took a's place: a's call is cancelled
+                assert d._call is not None and srv.servicer.invoke_calls.taken_over == 1
+                assert _open_calls(srv, 2) == 2
+                # a's next invoke finds its call cancelled and asks again on a new one,
+                # which takes b's place (idle longest now): the caller sees its answer.
+                assert a.invoke(h).rows == want
+                assert a._call is not None and srv.servicer.invoke_calls.taken_over == 2
+                assert _open_calls(srv, 2) == 2
+                # What a sent on its cancelled call never ran: 1 unary + 4 on calls.
+                assert c.describe_query(h).invocations == 5
+            finally:
+                for inv in (a, b, d):
+                    inv.close()
+            assert _open_calls(srv, 0) == 0
+    finally:
+        srv.stop(grace=1)
+
+
+def test_open_calls_give_their_place_only_when_idle_long_enough() -> None:
+    class Context:  # the one method the table calls on a gRPC context
+        def __init__(self):
+            self.cancelled = False
+
+        def cancel(self):
+            self.cancelled = True
+
+    calls = InvokeCalls(limit=2, idle_seconds=3600)
+    first, second = Context(), Context()
+    a, b = calls.open(first), calls.open(second)
+    with pytest.raises(CallsFull):  # both idle, neither for an hour
+        calls.open(Context())
+    calls.idle_seconds = 0.0
+    assert calls.busy(a) and calls.busy(b)
+    with pytest.raises(CallsFull):  # both answering: neither is idle
+        calls.open(Context())
+    calls.idle(b)
+    c = calls.open(Context())
+    assert second.cancelled and not first.cancelled and len(calls) == 2
+    assert not calls.busy(b)  # its handler ends without answering
+    assert not calls.close(b) and calls.close(a) and calls.close(c) and len(calls) == 0
+    assert calls.taken_over == 1
+    never = InvokeCalls(limit=1, idle_seconds=None)
+    never.idle(never.open(Context()))
+    with pytest.raises(CallsFull):
+        never.open(Context())
 
 
 def test_a_deadline_cancels_the_call_and_the_next_invoke_opens_another(server, client) -> None:

@@ -66,6 +66,8 @@ def test_the_metrics_count_what_the_server_does(server, capsys) -> None:
     assert m[("psoup_ingest_queue_batches", ())] == 0
     assert m[("psoup_ingest_paused_seconds_total", ())] == server.servicer.turns.paused
     assert m[("psoup_subscriptions", ())] == 0
+    assert m[("psoup_invoke_calls", ())] == 0
+    assert m[("psoup_invoke_calls_taken_over_total", ())] == 0
     assert m[("psoup_invoke_seconds_count", (("strategy", "psoup-p"),))] == 5
     assert m[("psoup_requests_total", (("client", "alice"), ("method", "Invoke")))] == 5
     assert m[("psoup_denials_total", (("client", "bob"),))] == 2

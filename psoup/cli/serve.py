@@ -202,6 +202,14 @@ def add_parser(sub) -> None:
         "(default: %(default)s)",
     )
     limits.add_argument(
+        "--invoke-idle-seconds",
+        type=_seconds_or_never,
+        default=10.0,
+        metavar="S",
+        help="at --max-invoke-calls, a new Invokes call takes the place of the one idle "
+        "longest if it has waited S seconds for a request; 0: never (default: %(default)s)",
+    )
+    limits.add_argument(
         "--max-templates",
         type=_positive,
         default=10_000,
@@ -303,6 +311,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         max_templates=args.max_templates,
         max_batch_items=args.max_batch_items,
         max_invoke_calls=args.max_invoke_calls,
+        invoke_idle_seconds=args.invoke_idle_seconds or None,
         ingest_queue_batches=args.ingest_queue_batches,
         ingest_turns=args.ingest_turns,
         ingest_share=args.ingest_share,

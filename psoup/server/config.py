@@ -24,6 +24,9 @@ class ServerConfig:
     max_batch_items: int = 1_024  # registrations and invokes in one Batch call
     # Invokes calls open at once: each holds one of ``workers`` handler threads while open.
     max_invoke_calls: int = 8
+    # At that limit, a new Invokes call takes the place of the one idle longest if it
+    # has waited this long for a request (psoup/server/invoke_calls.py); None: never.
+    invoke_idle_seconds: float | None = 10.0
     max_staged_bytes: int = 8 << 30  # rows staged by all open bulk loads together
     ingest_queue_batches: int = 64  # batches waiting for the engine before Ingest is refused
     ingest_turns: int = 1  # Ingest batches on their way to the engine at once (server/turns.py)

@@ -66,6 +66,11 @@ class _EngineCollector(Collector):
             "psoup_subscriptions", "Open subscriptions", value=s["subscriptions"]
         )
         yield GaugeMetricFamily("psoup_invoke_calls", "Open Invokes calls", value=s["invoke_calls"])
+        yield CounterMetricFamily(
+            "psoup_invoke_calls_taken_over",
+            "Idle Invokes calls cancelled to make room for a new one (--invoke-idle-seconds)",
+            value=s["invoke_calls_taken_over"],
+        )
         yield GaugeMetricFamily(
             "psoup_standing_queries_total", "Registered standing queries", value=s["queries"]
         )

@@ -46,6 +46,7 @@ from psoup.procinfo import rss_bytes
 from psoup.server.auth import Authenticator, AuthError
 from psoup.server.config import ServerConfig
 from psoup.server.guard import UndecodableRequest
+from psoup.server.invoke_calls import CallsFull, InvokeCalls
 from psoup.server.loads import BudgetExceeded, Loads, UnknownLoad
 from psoup.server.metrics import Metrics, release_free_memory
 from psoup.server.observe import Observer
@@ -239,7 +240,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 self._per_client[q.owner] += 1
         self.storage = engine.storage  # None in memory
         self._subscriptions = 0
-        self._invoke_calls = 0  # Invokes calls open now
+        self.invoke_calls = InvokeCalls(config.max_invoke_calls, config.invoke_idle_seconds)
         self.loads = Loads(max_staged_bytes=config.max_staged_bytes)
         self.turns = IngestTurns(config.ingest_turns, share=config.ingest_share)
         self.observer.on_request(self._arrived)
@@ -750,23 +751,31 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         have ended with (the call goes on). The client is authenticated once, at the
         call's start; an undecodable request ends the call (INVALID_ARGUMENT). At most
         ``max_invoke_calls`` are open at once (each holds a handler thread): past that,
-        RESOURCE_EXHAUSTED before any request is read."""
-        opened = False
+        a new call takes the place of the one idle longest if it has been idle
+        ``invoke_idle_seconds`` (that one is cancelled), else RESOURCE_EXHAUSTED before
+        any request is read (psoup/server/invoke_calls.py)."""
+        call = None
         try:
             client = self._client(context)
-            with self._lock:
-                if self._invoke_calls >= self.config.max_invoke_calls:
-                    raise Abort(
-                        grpc.StatusCode.RESOURCE_EXHAUSTED,
-                        f"max_invoke_calls={self.config.max_invoke_calls} Invokes calls are "
-                        "open: use Invoke, or try again later",
-                    )
-                self._invoke_calls += 1
-                opened = True
+            try:
+                call = self.invoke_calls.open(context)
+            except CallsFull:
+                raise Abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"max_invoke_calls={self.config.max_invoke_calls} Invokes calls are "
+                    "open and none has been idle long enough to give its place: use "
+                    "Invoke, or try again later",
+                ) from None
             # Taken: a client may wait for this before its first request, so that its
             # write does not race a refusal (grpc.aio reports that race as INTERNAL).
             context.send_initial_metadata(())
-            for request in request_iterator:
+            while True:
+                try:
+                    request = next(request_iterator, None)
+                except grpc.RpcError:  # cancelled: by its client, or to make room
+                    return
+                if request is None or not self.invoke_calls.busy(call):
+                    return
                 self.turns.interactive()  # each is an interactive call's arrival
                 try:
                     msg = self._whole(self._invoked(request, client))
@@ -777,12 +786,12 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                     yield pb.InvokesReply(refused=pb.Refusal(code=code.value[0], message=message))
                 else:
                     yield pb.InvokesReply(result=msg)
+                self.invoke_calls.idle(call)
         except Exception as exc:
             _abort(context, exc)
         finally:
-            if opened:
-                with self._lock:
-                    self._invoke_calls -= 1
+            if call is not None:
+                self.invoke_calls.close(call)
 
     def _whole(self, result: Result) -> pb.InvokeQueryResponse:
         """``result`` in one message; RESOURCE_EXHAUSTED past max_message_bytes."""
@@ -1061,7 +1070,8 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         return {
             "queue_depth": self.worker.queue_depth,
             "subscriptions": self._subscriptions,
-            "invoke_calls": self._invoke_calls,
+            "invoke_calls": len(self.invoke_calls),
+            "invoke_calls_taken_over": self.invoke_calls.taken_over,
             "queries": len(db.queries),
             "matches_marked": db.matches_marked,
             "ingest_paused_seconds": self.turns.paused,
@@ -1097,7 +1107,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 queue_depth=self.worker.queue_depth,
                 memory_bytes=rss_bytes(),
                 subscriptions=self._subscriptions,
-                invoke_calls=self._invoke_calls,
+                invoke_calls=len(self.invoke_calls),
             )
             for name, s in sorted(stats["streams"].items()):
                 out.streams.append(
