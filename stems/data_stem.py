@@ -752,6 +752,16 @@ class DataSteM:
         satisfy ``c`` (its excluded values are the caller's residual test).
         O(log n + candidates log candidates)."""
         vals, order = entry
+        if c.points is not None and len(c.points) == 1:
+            # One value (an equality query's usual probe): its entries are in seq order
+            # already (a stable sort, and merges keep ties in seq order), so they need
+            # no sort, and the range cut is two binary searches. ndarray methods, not
+            # np.searchsorted's Python wrapper: a probe makes one lookup per run.
+            (p,) = c.points
+            offs = order[vals.searchsorted(p, "left") : vals.searchsorted(p, "right")]
+            if lo > 0 or hi < n:
+                offs = offs[offs.searchsorted(lo) : offs.searchsorted(hi)]
+            return offs
         if c.points is not None:
             pieces = []
             for p in c.points:

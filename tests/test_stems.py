@@ -168,6 +168,23 @@ def test_data_stem_probe_and_expiry_match_brute_force(
         data_stem._RESIDUAL_ROWS, data_stem._SEGMENT_BUILDS, data_stem._RUN_SEGMENTS = saved
 
 
+def test_an_equality_probe_cut_inside_an_index_run_keeps_only_its_span() -> None:
+    """One value in every row, so each run's entries for it span the whole run: a probe
+    whose span starts and ends inside runs must drop the entries on either side (the
+    random test above reaches such cuts rarely)."""
+    schema = Schema(("t", "a"), ("int", "int"), "t")
+    stem = DataSteM(schema, block_rows=2, segment_blocks=2)
+    n = 21
+    stem.append([np.arange(n, dtype=np.int64), np.ones(n, dtype=np.int64)],
+                np.arange(n, dtype=np.int64))  # fmt: skip
+    pred = LocalPredicate((build_constraint("a", "int", [("=", 1)]),))
+    assert stem.probe(pred, 0, n).tolist() == list(range(n))  # builds and merges runs
+    for s in range(n):
+        for e in range(s, n + 1):
+            assert stem.probe(pred, s, e).tolist() == list(range(s, e)), (s, e)
+    stem._check()
+
+
 def _probe_and_expiry(batches, factors, time_factors, block_rows, keep, segment_blocks) -> None:
     schema = Schema(("t", "a"), ("int", "int"), "t")
     stem = DataSteM(schema, block_rows=block_rows, segment_blocks=segment_blocks)
