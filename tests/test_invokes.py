@@ -94,6 +94,19 @@ def _open_calls(server, want: int, timeout: float = 10.0) -> int:
     return n
 
 
+def _idle_calls(srv, want: int, timeout: float = 10.0) -> int:
+    """How many of the server's open Invokes calls wait for a request, once it is
+    ``want`` (a call counts as idle once its reply is sent, a moment after the client
+    has it), or as it is at ``timeout``."""
+    end = time.monotonic() + timeout
+    calls = srv.servicer.invoke_calls
+    while (n := sum(c.idle_since is not None for c in list(calls._open))) != want and (
+        time.monotonic() < end
+    ):
+        time.sleep(0.001)
+    return n
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_an_invoker_answers_as_unary_invokes_do(server, client, seed) -> None:
     """Random streams, queries, ingests and invoke times (some refused, some results too
@@ -170,9 +183,10 @@ def test_at_the_limit_a_new_call_takes_the_place_of_the_call_idle_longest() -> N
             a, b, d = (c.invoker(retry_after=3600) for _ in range(3))
             try:
                 assert a.invoke(h).rows == want and b.invoke(h).rows == want
+                assert _idle_calls(srv, 2) == 2  # so the one to give its place is a's
                 assert d.invoke(h).rows == want  # took a's place: a's call is cancelled
                 assert d._call is not None and srv.servicer.invoke_calls.taken_over == 1
-                assert _open_calls(srv, 2) == 2
+                assert _open_calls(srv, 2) == 2 and _idle_calls(srv, 2) == 2
                 # a's next invoke finds its call cancelled and asks again on a new one,
                 # which takes b's place (idle longest now): the caller sees its answer.
                 assert a.invoke(h).rows == want
@@ -184,6 +198,34 @@ def test_at_the_limit_a_new_call_takes_the_place_of_the_call_idle_longest() -> N
                 for inv in (a, b, d):
                     inv.close()
             assert _open_calls(srv, 0) == 0
+    finally:
+        srv.stop(grace=1)
+
+
+def test_an_async_invoker_whose_call_gave_its_place_asks_again_on_a_new_one() -> None:
+    srv = start_server(ServerConfig(port=0, max_invoke_calls=2, invoke_idle_seconds=0.0))
+    try:
+        with PSoupClient(f"127.0.0.1:{srv.port}", timeout=30) as c:
+            s = _stream(c)
+            c.insert(s, [(7, 0.5, 1)])
+            h = c.register(f"SELECT vid FROM {s} BEGIN 0 END NOW")
+
+        async def scenario() -> None:
+            async with AsyncPSoupClient(f"127.0.0.1:{srv.port}", timeout=30) as ac:
+                a, b, d = (ac.invoker(retry_after=3600) for _ in range(3))
+                try:
+                    for k, inv in enumerate((a, b, d)):  # d takes the place of a's call
+                        assert await asyncio.to_thread(_idle_calls, srv, k) == k
+                        assert (await inv.invoke(h)).rows == [(7,)]
+                    assert await asyncio.to_thread(_idle_calls, srv, 2) == 2
+                    assert (await a.invoke(h)).rows == [(7,)]  # takes b's place
+                    assert a._call is not None and srv.servicer.invoke_calls.taken_over == 2
+                finally:
+                    for inv in (a, b, d):
+                        await inv.close()
+
+        asyncio.run(scenario())
+        assert _open_calls(srv, 0) == 0
     finally:
         srv.stop(grace=1)
 
