@@ -29,6 +29,7 @@ from psoup.bench import lr_profile, machine, report
 from psoup.bench.flame import Flame
 from psoup.child import in_child
 from psoup.linear_road import check, driver, generate
+from psoup.pinning import pin_process
 from psoup.procinfo import cpu_seconds
 from psoup.server.process import ServerProcess
 
@@ -62,6 +63,25 @@ def _shards_cpu(target: str) -> dict[int, float]:
         return {s["pid"]: cpu_seconds(s["pid"]) for s in c.stats()["shards"]}
 
 
+def _cpu_list(cpus: frozenset[int]) -> str:
+    return ",".join(map(str, sorted(cpus)))
+
+
+@contextlib.contextmanager
+def _placed(cpus: frozenset[int] | None):
+    """Every thread of this process (the driver's) on ``cpus`` while the block runs, its
+    CPUs given back after (None: left to the scheduler)."""
+    if cpus is None:
+        yield
+        return
+    before = frozenset(os.sched_getaffinity(0))
+    pin_process(cpus, "--driver-cpus")
+    try:
+        yield
+    finally:
+        pin_process(before, "--driver-cpus")
+
+
 def run(
     out: Path,
     xways: int,
@@ -74,6 +94,8 @@ def run(
     sync: str | None = None,
     shards: int | None = None,
     kill_shard: int | None = None,
+    server_cpus: frozenset[int] | None = None,
+    driver_cpus: frozenset[int] | None = None,
 ) -> int:
     """Generate, hydrate, drive, check; print the result and write BENCHMARKS.md's
     linear-road-scale section (``-stress`` with ``stress``: a busy loop on another core
@@ -85,6 +107,7 @@ def run(
     suffix = (("-stress" if stress else "") + ("-durable" if sync else "")
               + (f"-shards{shards}" if shards else ""))  # fmt: skip
     suffix += "-killed" if kill_shard is not None else ""
+    suffix += "-placed" if server_cpus or driver_cpus else ""
     section = "linear-road-scale" + suffix
     plot_name = PLOT if not suffix else f"linear_road_scale{suffix.replace('-', '_')}.png"
     with tempfile.TemporaryDirectory(prefix="psoup-lr-bench-") as tmp:
@@ -103,6 +126,9 @@ def run(
         keep = ("--sync", sync) if sync else ()
         if shards:
             keep += ("--shards", str(shards))
+        if server_cpus:
+            keep += ("--cpus", _cpu_list(server_cpus))
+            keep += ("--shard-cpus", _cpu_list(server_cpus)) if shards else ()
         data_dir = root / "data" if sync else None
         if data_dir is not None:
             shutil.rmtree(data_dir, ignore_errors=True)  # a fresh server, as without --sync
@@ -118,7 +144,10 @@ def run(
             killer = _shard_killer(srv.target, kill_shard / speedup) if kill_shard else None
             flame_svg = out / f"linear_road_flame{suffix.replace('-', '_')}.svg"
             flame = Flame(srv.proc.pid, flame_svg) if profile else None
-            with machine.busy_loop() if stress else contextlib.nullcontext():
+            with (
+                machine.busy_loop() if stress else contextlib.nullcontext(),
+                _placed(driver_cpus),
+            ):
                 summary = driver.run(
                     input_path, None, answers, speedup, server=srv.target,
                     server_cpu=srv.cpu_seconds,
@@ -171,6 +200,8 @@ def run(
         + (" --stress" if stress else "")
         + (f" --sync {sync}" if sync else "")
         + (f" --shards {shards}" if shards else "")
+        + (f" --server-cpus {_cpu_list(server_cpus)}" if server_cpus else "")
+        + (f" --driver-cpus {_cpu_list(driver_cpus)}" if driver_cpus else "")
     )
     facts = [
         f"Machine: {machine.describe()}.",
@@ -199,6 +230,19 @@ def run(
         + "Response times in simulated seconds (deadlines 5 s; 10 s for daily expenditure)."
         + (" A busy loop ran on the other core through the replay (`--stress`)." if stress else "")
         + (f" The server kept a data directory, `--sync {sync}`." if sync else "")
+        + (
+            f" The server's threads{' and its shards' if shards else ''} ran on CPU(s) "
+            f"{_cpu_list(server_cpus)} (`psoup serve --cpus"
+            + (" --shard-cpus" if shards else "")
+            + "`)."
+            if server_cpus
+            else ""
+        )
+        + (
+            f" The driver's threads ran on CPU(s) {_cpu_list(driver_cpus)} through the replay."
+            if driver_cpus
+            else ""
+        )
         + (
             f" Its last shard was SIGKILLed at about simulated second {kill_shard} and "
             f"restarted by Ray (restarts seen per shard: {restarts}); requests it could not "

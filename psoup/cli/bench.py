@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from psoup.cli.args import STRATEGIES, _positive, _speedup, _sync_mode
+from psoup.cli.args import STRATEGIES, _cpus, _positive, _speedup, _sync_mode
 from psoup.cli.checks import _error, _missing_input, _output_folder
 from psoup.cli.options import _spark_options
 
@@ -105,6 +105,20 @@ def add_parsers(sub) -> None:
         help="linear-road --shards: SIGKILL the last shard at about this simulated second "
         "(Ray restarts it; late answers are counted)",
     )
+    bench.add_argument(
+        "--server-cpus",
+        type=_cpus,
+        metavar="CPUS",
+        help="linear-road --xways: keep the server's threads, and its shards' processes, on "
+        "these CPUs (psoup serve --cpus, --shard-cpus), e.g. 0",
+    )
+    bench.add_argument(
+        "--driver-cpus",
+        type=_cpus,
+        metavar="CPUS",
+        help="linear-road --xways: keep the driver's threads (the vehicles' clients) on "
+        "these CPUs through the replay, e.g. 1",
+    )
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     bench.add_argument(
         "--out", type=Path, default=Path("docs"), help="where BENCHMARKS.md and plots go"
@@ -134,6 +148,13 @@ def run_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             )
         if args.xways is not None:
             from psoup.bench import lr_scale_bench
+            from psoup.pinning import check_cpus
+
+            try:
+                check_cpus(args.server_cpus, "--server-cpus")
+                check_cpus(args.driver_cpus, "--driver-cpus")
+            except ValueError as err:
+                parser.error(f"bench linear-road: {err}")
 
             return lr_scale_bench.run(
                 args.out,
@@ -147,6 +168,8 @@ def run_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 sync=args.sync,
                 shards=args.shards,
                 kill_shard=args.kill_shard,
+                server_cpus=args.server_cpus,
+                driver_cpus=args.driver_cpus,
             )
         if args.input is None:
             parser.error("bench linear-road needs --input FILE or --xways N")
