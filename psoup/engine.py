@@ -1321,7 +1321,12 @@ class Engine:
         attrs = spec.read_attrs
         if q.read_at is None:  # the attributes' positions in the stream, once per query
             q.read_at = tuple(st.schema.index_of(a) for a in attrs)
-        values = dict(zip(attrs, st.stem.gather_at(q.read_at, seqs), strict=True))
+        # A shard's rows go with their tuple ids: gathered with the values, in one pass.
+        with_tids = keys is not None and not spec.is_aggregate
+        got = st.stem.gather_at((*q.read_at, None) if with_tids else q.read_at, seqs)
+        if with_tids:
+            keys.append(got.pop())
+        values = dict(zip(attrs, got, strict=True))
 
         def fetch(item):
             return values[item.col.attr]
@@ -1331,8 +1336,6 @@ class Engine:
             if keys is not None:
                 return partial(spec, len(seqs), fetch, group)
             return aggregate(spec, len(seqs), fetch, group)
-        if keys is not None:
-            keys.append(st.stem.gather_tids(seqs))
         return project_columns(spec, len(seqs), fetch)
 
     def _invoke_join(

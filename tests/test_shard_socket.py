@@ -94,6 +94,43 @@ def test_the_next_call_runs_while_the_last_fsync_waits(served) -> None:
     assert fsync.forced >= 1
 
 
+def test_a_read_after_a_write_still_being_forced_waits_its_turn(served) -> None:
+    # A read changes nothing, so it has no fsync of its own to wait for; its answer
+    # still leaves after the answer before it, which waits for one.
+    shard, sock, fsync = served
+    fsync.hold.set()
+    wire.send(sock, (shard.epoch, [_insert(2)]))
+    assert fsync.entered.wait(LIMIT), "the write's fsync never started"
+    wire.send(sock, (shard.epoch, [(None, "describe_streams", (), {})]))
+    _until(lambda: not shard._calls.locked() and shard.last_op == 2, "the calls to run")
+    assert not wire.ready(sock, 0.05)
+    fsync.hold.clear()
+    fsync.open.set()
+    first, second = wire.recv(sock), wire.recv(sock)
+    assert first[0] == "ok" and first[1][0][1].count == 1
+    assert second == ("ok", [(True, {"r": {"tuples": 1, "last_ts": 2}})])
+
+
+def test_an_answer_with_nothing_to_wait_for_leaves_from_the_thread_that_ran_it(
+    served, monkeypatch
+) -> None:
+    # Handing it to the sender thread would cost a thread wake-up per call.
+    shard, sock, _ = served
+    senders = []
+    send = wire.send
+
+    def recorded(where, msg) -> None:
+        senders.append(threading.current_thread().name)
+        send(where, msg)
+
+    wire.send(sock, (shard.epoch, [_insert(2)]))
+    assert wire.recv(sock)[0] == "ok"
+    monkeypatch.setattr(wire, "send", recorded)
+    wire.send(sock, (shard.epoch, [(None, "describe_streams", (), {})]))
+    assert wire.recv(sock) == ("ok", [(True, {"r": {"tuples": 1, "last_ts": 2}})])
+    assert senders == ["MainThread", "psoup-shard-socket"]
+
+
 def test_a_stale_call_is_answered_in_its_place(served) -> None:
     shard, sock, _ = served
     wire.send(sock, (shard.epoch, [_insert(2)]))

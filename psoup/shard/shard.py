@@ -129,15 +129,13 @@ class Shard:
                     return
                 continue
             with wire.attach(conn) as sock:
-                # This thread runs each call as it arrives; another sends the answers in
-                # order, each once the changes before it are durable. So the shard runs
-                # the next call while the last one's fsync is under way (early lock
-                # release): one call at a time cost a shard execute + fsync per call,
-                # and on a slowed disk (fsyncs of 10-20 ms) fell behind Linear Road.
-                answers: queue.SimpleQueue = queue.SimpleQueue()
-                sender = threading.Thread(target=self._answer, args=(sock, answers),
-                                          name="psoup-shard-answers", daemon=True)  # fmt: skip
-                sender.start()
+                # This thread runs each call as it arrives; its answer leaves in order,
+                # each once the changes before it are durable (``_Answers``). So the
+                # shard runs the next call while the last one's fsync is under way
+                # (early lock release): one call at a time cost a shard execute + fsync
+                # per call, and on a slowed disk (fsyncs of 10-20 ms) fell behind
+                # Linear Road.
+                answers = _Answers(self, sock)
                 try:
                     while True:
                         try:
@@ -145,39 +143,14 @@ class Shard:
                         except (EOFError, OSError):
                             break
                         try:
-                            answers.put((("ok", self.run(epoch, ops)), self.written_lsn()))
+                            answers.put(("ok", self.run(epoch, ops)), self.written_lsn())
                         except StaleEpoch as exc:
-                            answers.put((("stale", str(exc)), None))
+                            answers.put(("stale", str(exc)), None)
                         # Not kept while this thread waits for the next call: its
                         # arguments (a bulk load's share: a gigabyte).
                         del epoch, ops
                 finally:  # the sender ends with the connection, however it ends
-                    answers.put(None)
-                    sender.join()
-
-    def _answer(self, sock, answers: queue.SimpleQueue) -> None:
-        """Send ``answers``' items ((answer, LSN to be durable first) until None) in
-        order. A shard whose log cannot be forced ends its process: it must not answer
-        again under this epoch (the front-end would take the changes as made), and a
-        restart recovers what is on disk, after which the front-end resends the rest."""
-        connected = True
-        while (item := answers.get()) is not None:
-            answer, lsn = item
-            del item
-            try:
-                if lsn is not None:
-                    self.wait_durable(lsn)
-            except StorageError as exc:
-                log.critical("shard %d: %s; ending the process", self.index, exc)
-                os._exit(70)
-            if connected:
-                try:
-                    wire.send(sock, answer)
-                except OSError:  # the front-end went away: the receiver sees it too
-                    connected = False
-                    with contextlib.suppress(OSError):
-                        sock.shutdown(socket.SHUT_RDWR)
-            del answer  # not kept while waiting for the next (a result can be large)
+                    answers.close()
 
     def call(self, epoch: str, ops: list[tuple]) -> list[tuple[bool, object]]:
         """Run ``ops`` ((op id or None, method, args, kwargs), in order) and return one
@@ -199,6 +172,11 @@ class Shard:
     def written_lsn(self) -> int:
         """The LSN of the last change logged (0 in memory)."""
         return 0 if self.data is None else self.data.written_lsn
+
+    def is_durable(self, lsn: int) -> bool:
+        """Whether the change logged as ``lsn`` is durable per the sync mode already.
+        O(1), never blocks."""
+        return self.data is None or self.data.is_durable(lsn)
 
     def wait_durable(self, lsn: int) -> None:
         """Return once the change logged as ``lsn`` is durable per the sync mode;
@@ -265,3 +243,69 @@ class Shard:
             self._listener.close()
         with self._calls:
             self.engine.close()
+
+
+class _Answers:
+    """The answers to one connection's calls, sent in the order of the calls, each once
+    the changes logged before it are durable. An answer with nothing before it still to
+    send and nothing of its own to wait for (an invoke's, usually, or any call's once
+    its fsync is done) leaves at once from the thread that ran the call; the others go
+    through a sender thread that waits for their fsync. Handing every answer to that
+    thread cost a thread wake-up each (~5% of a Linear Road shard's samples, the
+    ``SimpleQueue.put`` and its ``sem_post``) and the sender's own CPU beside it.
+
+    A shard whose log cannot be forced ends its process: it must not answer again
+    under this epoch (the front-end would take the changes as made), and a restart
+    recovers what is on disk, after which the front-end resends the rest."""
+
+    def __init__(self, shard: Shard, sock) -> None:
+        self._shard = shard
+        self._sock = sock
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._gate = threading.Lock()  # one send at a time; guards _queued
+        self._queued = 0  # answers handed to the sender and not sent yet
+        self._connected = True
+        self._sender = threading.Thread(target=self._run, name="psoup-shard-answers",
+                                        daemon=True)  # fmt: skip
+        self._sender.start()
+
+    def put(self, answer, lsn: int | None) -> None:
+        """Send ``answer`` once change ``lsn`` (None: none) is durable, after every
+        answer put before it. Never waits for a fsync."""
+        with self._gate:
+            if not self._queued and (lsn is None or self._shard.is_durable(lsn)):
+                self._send(answer)
+                return
+            self._queued += 1
+        self._queue.put((answer, lsn))
+
+    def close(self) -> None:
+        """Send what is queued (as it becomes durable), then end the sender."""
+        self._queue.put(None)
+        self._sender.join()
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            answer, lsn = item
+            del item
+            try:
+                if lsn is not None:
+                    self._shard.wait_durable(lsn)
+            except StorageError as exc:
+                log.critical("shard %d: %s; ending the process", self._shard.index, exc)
+                os._exit(70)
+            with self._gate:
+                self._send(answer)
+                self._queued -= 1
+            del answer  # not kept while waiting for the next (a result can be large)
+
+    def _send(self, answer) -> None:
+        """Under ``_gate``."""
+        if not self._connected:
+            return
+        try:
+            wire.send(self._sock, answer)
+        except OSError:  # the front-end went away: the receiver sees it too
+            self._connected = False
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)

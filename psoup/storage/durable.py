@@ -330,6 +330,11 @@ class DataDir:
         """The LSN of the last change logged (0 before any, or with no log open)."""
         return 0 if self.log is None else self.log.written_lsn
 
+    def is_durable(self, lsn: int) -> bool:
+        """Whether the change logged as ``lsn`` is durable per the sync mode already (a
+        ``wait(lsn)`` would return at once). O(1), never blocks."""
+        return self.log is None or self.log.is_durable(lsn)
+
     def wait(self, lsn: int | None = None) -> None:
         """Return once the change logged as ``lsn`` (None: every change made so far) is
         durable per the sync mode; raises StorageError if it cannot be."""

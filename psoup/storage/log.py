@@ -472,6 +472,11 @@ class Log:
                 self._alloc = self._size
             self._cond.notify_all()
 
+    def is_durable(self, lsn: int) -> bool:
+        """Whether ``wait(lsn)`` would return at once: record ``lsn`` is durable as the
+        sync mode promises and forcing has not failed. O(1), never blocks."""
+        return self.sync.mode != "batch" or (self._synced >= lsn and self._failed is None)
+
     def wait(self, lsn: int, timeout: float | None = None) -> None:
         """Return once record ``lsn`` is durable as the sync mode promises (batch: forced
         to disk; interval and off: written to the OS). Raises StorageError if forcing
