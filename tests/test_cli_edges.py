@@ -177,6 +177,10 @@ CASES = [
       "0"], USAGE, r"argument --speedup: not a positive number: '0'$"),
     (["bench", "linear-road", "--xways", "1", "--speedup", "inf"], USAGE,
      r"argument --speedup: 'inf': NaN and infinity are not allowed values$"),
+    (["bench", "linear-road", "--xways", "1", "--server-cpus", "0-x"], USAGE,
+     r"argument --server-cpus: '0-x' is not a CPU number or a range a-b of them$"),
+    (["bench", "linear-road", "--xways", "1", "--driver-cpus", "4096", "--out", "{dir}/b"],
+     USAGE, r"bench linear-road: --driver-cpus: 4096: not a CPU this process may use"),
     # ingest: files that are not CSV text
     (["ingest", "edges", "{dir}/binary.csv", "--no-progress", "--server", "{server}"], FAILED,
      r"^error: .*binary\.csv: a binary file, not CSV text \(NUL byte at offset 4\)$"),
