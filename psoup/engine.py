@@ -15,6 +15,7 @@ invoke:   NOW and window -> visible seq range -> strategy rows -> project / aggr
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import hashlib
 import json
@@ -23,7 +24,7 @@ import operator
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -528,6 +529,13 @@ class Engine:
                 sum(r.count for r in parts),
                 sum(r.matches for r in parts),
             )
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """A block of calls whose work may go out together at its end: a sharded engine
+        (psoup/shard/front.py) sends each shard one call for the lot instead of one per
+        operation. Nothing to do here: this engine does each call as it is made."""
+        yield
 
     def insert_part(
         self, name: str, cols: list[np.ndarray], tids: np.ndarray | range, advance_to

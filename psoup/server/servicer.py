@@ -881,20 +881,22 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         started = []
         queued = time.perf_counter()
         try:
-            for k, (req, params, now) in enumerate(ops):
-                with _item(k):
-                    if params is None:
-                        t0 = time.perf_counter()
-                        self.access.require_query(self.engine, req.handle)
-                        later = self.engine.invoke_later(req.handle, now=now)
-                        own = time.perf_counter() - t0
-                        started.append((None, None, later, queued, own))
-                    else:
-                        t0, before = time.perf_counter(), spent[0]
-                        handle, q, later = self._register_here(req, params, now, client, spent)
-                        own = time.perf_counter() - t0 - (spent[0] - before)
-                        made.append(handle)
-                        started.append((handle, q, later, queued, own))
+            # A sharded engine sends each shard the Batch's operations in one call.
+            with self.engine.together():
+                for k, (req, params, now) in enumerate(ops):
+                    with _item(k):
+                        if params is None:
+                            t0 = time.perf_counter()
+                            self.access.require_query(self.engine, req.handle)
+                            later = self.engine.invoke_later(req.handle, now=now)
+                            own = time.perf_counter() - t0
+                            started.append((None, None, later, queued, own))
+                        else:
+                            t0, before = time.perf_counter(), spent[0]
+                            handle, q, later = self._register_here(req, params, now, client, spent)
+                            own = time.perf_counter() - t0 - (spent[0] - before)
+                            made.append(handle)
+                            started.append((handle, q, later, queued, own))
         except BaseException:
             for handle in made:
                 self.engine.unregister(handle)

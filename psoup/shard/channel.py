@@ -6,7 +6,11 @@ global order and an invoke on a shard sees exactly the batches submitted before 
 (stream-prefix consistency across shards; a batch split over shards is submitted to
 all of them at one point of that order). Up to ``window`` calls are in flight; while
 they are, new operations wait and then go together in one call (one round trip and
-one fsync on the shard for the lot).
+one fsync on the shard for the lot). So do the operations submitted while the channel
+is held (``hold``/``release``: a batch and what its triggers insert, a Batch call's
+registrations and invokes): one call for the lot instead of one each, each call costing
+a pickle, a send and a receive on both ends and thread wake-ups on both. A wait for an
+answer (``flush``, ``wait_below``) sends what is held first, so holding never stalls.
 
 A transport carries the calls: ``LocalTransport`` runs a ``Shard`` in this process
 (tests, and the model of the Ray one), ``psoup.shard.cluster.RayTransport`` a Ray actor.
@@ -81,6 +85,7 @@ class Channel:
         self._queued: deque[tuple[tuple, Future]] = deque()
         self._inflight: deque[_Call] = deque()
         self._stopping = False
+        self._held = 0  # hold() depth: queued operations wait for release() or a flush
         self.epoch, self.last_op, _ = transport.hello(hello_timeout)
         self._thread = threading.Thread(
             target=self._collect, name=f"psoup-shard-{index}", daemon=True
@@ -103,8 +108,31 @@ class Channel:
             self._cond.notify_all()
         return fut
 
-    def _send_queued(self) -> None:
+    def hold(self) -> None:
+        """Keep the operations submitted from now on queued until the matching
+        ``release`` (holds nest), so that they go in as few calls as the window allows."""
+        with self._cond:
+            self._held += 1
+
+    def release(self) -> None:
+        """End one ``hold``; the last one sends what was queued meanwhile."""
+        with self._cond:
+            self._held -= 1
+            self._send_queued()
+            self._cond.notify_all()  # the collector, if it waits for a call in flight
+
+    def flush(self) -> None:
+        """Send what is queued now, held or not (as the window allows): before a wait
+        for an answer to it."""
+        with self._cond:
+            if self._queued:
+                self._send_queued(force=True)
+                self._cond.notify_all()
+
+    def _send_queued(self, force: bool = False) -> None:
         # Under the lock: send queued operations while the window allows.
+        if self._held and not force:
+            return
         while self._queued and len(self._inflight) < self.window and not self.recovering:
             take = min(len(self._queued), MAX_OPS_PER_CALL)
             items = [self._queued.popleft() for _ in range(take)]
@@ -122,6 +150,9 @@ class Channel:
         """Wait until fewer than ``limit`` operations are unanswered (or ``timeout``)."""
         deadline = time.monotonic() + timeout
         with self._cond:
+            if self._unanswered() >= limit and self._queued:
+                self._send_queued(force=True)  # held ones too, or they would wait for ever
+                self._cond.notify_all()
             while self._unanswered() >= limit:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -132,6 +163,9 @@ class Channel:
         """Wait until every submitted operation is answered; returns False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
+            if self._queued:
+                self._send_queued(force=True)
+                self._cond.notify_all()
             while self._queued or self._inflight:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:

@@ -35,12 +35,13 @@ catalog and are taken once every shard has answered everything before them.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -110,9 +111,24 @@ class ShardedEngine(Engine):
     def _send(self, shards, tag, method, *args, **kwargs) -> list[tuple[int, Future]]:
         return [(k, self.channels[k].submit(tag, method, *args, **kwargs)) for k in shards]
 
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """As ``Engine.together``: what the block sends each shard goes in one call per
+        shard at its end (as the channels' windows allow), not one call per
+        operation. A wait for an answer in the block sends what is held first."""
+        for ch in self.channels:
+            ch.hold()
+        try:
+            yield
+        finally:
+            for ch in self.channels:
+                ch.release()
+
     def _wait(self, futs, timeout: float, ignore=()) -> list:
         """The futures' values in order; a shard's error is raised. UnavailableError
         names the shard that did not answer within ``timeout``."""
+        for k in dict.fromkeys(k for k, _ in futs):
+            self.channels[k].flush()  # held in ``together``: sent before the wait
         deadline = time.monotonic() + timeout
         out = []
         for k, fut in futs:
@@ -167,7 +183,7 @@ class ShardedEngine(Engine):
             return self._insert(name, cols)
 
     def _insert(self, name: str, cols: list[np.ndarray]) -> InsertResult:
-        with self.lock:
+        with self.lock, self.together():  # a batch and its triggers' inserts: one call
             st = self._stream(name)
             check_time(st.schema, cols, st.last_ts)
             n = len(cols[0]) if cols else 0
