@@ -1,7 +1,9 @@
 """The bench's bounds of other server designs do the real work (the answers an engine in
 this process gives), so what ``psoup bench grpc`` measures through them is ingest and
 invokes, not a shortcut: psoup/bench/engine_process.py (a byte-pump front and its
-engine child) and psoup/bench/asyncio_front.py (one event loop running the engine)."""
+engine child) and psoup/bench/asyncio_front.py (one event loop running the engine). The
+transport alone (psoup/bench/transport_front.py) takes every batch, in order; the
+client load reports its own CPU; the ceiling the bench derives from them is a bound."""
 
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ import psoup
 from psoup.api import codec
 from psoup.api import psoup_pb2 as pb
 from psoup.api import psoup_pb2_grpc as pb_grpc
-from psoup.bench import asyncio_front, engine_process
-from psoup.bench.grpc_bench import _setup
+from psoup.bench import asyncio_front, engine_process, grpc_load, transport_front
+from psoup.bench.grpc_bench import _setup, ceiling
 from psoup.bench.grpc_load import SCHEMA, make_batches
 
 INVOKED = "SELECT * FROM r WHERE a = :c BEGIN NOW - 999 END NOW"
@@ -78,3 +80,36 @@ def test_a_setup_that_fails_starts_no_asyncio_front() -> None:
 
     with pytest.raises(ValueError, match="no workload"), asyncio_front.front(setup):
         raise AssertionError("a front started after its setup failed")
+
+
+def test_the_transport_alone_acks_every_batch_with_its_rows_in_order() -> None:
+    sizes = [3, 500, 1, 64]
+    rng = np.random.default_rng(3)
+    batches = [grpc_load.make_batch(rng, n, 1000 * k) for k, n in enumerate(sizes)]
+    reqs = [
+        pb.IngestRequest(stream="r", columns=codec.encode_batch(SCHEMA, b), batch_id=10 + k)
+        for k, b in enumerate(batches)
+    ]
+    with transport_front.front() as port, grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        acks = list(pb_grpc.PSoupStub(ch).Ingest(iter(reqs)))
+    assert [(a.batch_id, a.rows) for a in acks] == [(10 + k, n) for k, n in enumerate(sizes)]
+
+
+def test_the_ingest_load_reports_its_timed_batches_and_its_cpu() -> None:
+    with transport_front.front() as port:
+        got = grpc_load.ingest(f"127.0.0.1:{port}", seed=1, batches=40, rows=2000, warm=8, t0=0)
+    assert got["rows"] == 32 * 2000
+    assert 0 < got["cpu_seconds"] and 0 < got["seconds"]
+
+
+@pytest.mark.parametrize("cores", [1, 2, 4])
+def test_the_ceiling_is_the_cores_time_over_what_a_batch_needs(cores: int) -> None:
+    rng = np.random.default_rng(cores)
+    for engine, transport, client in rng.uniform(1, 1000, (200, 3)):
+        bound = ceiling(engine, transport, client, cores)
+        # A run at the ratio r spends engine / r of wall time per batch, on `cores`
+        # cores: at least the CPU the three parts need, so r can be no higher.
+        assert bound <= 1.0
+        assert cores * engine / bound >= engine + transport + client - 1e-9 or bound == 1.0
+        assert ceiling(engine, transport + 1, client, cores) <= bound
+    assert ceiling(100.0, 0.0, 0.0, cores) == 1.0

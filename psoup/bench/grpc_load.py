@@ -3,8 +3,9 @@
 ``python -m psoup.bench.grpc_load ingest TARGET --seed S --batches N --rows R --warm W --t0 T
 [--cpus LIST]``
 sends the equality workload's batches over one pipelined Ingest stream and prints JSON
-``{"rows": ..., "seconds": ...}`` for the batches after the first W (timed from the
-acknowledgement of batch W to the last one).
+``{"rows": ..., "seconds": ..., "cpu_seconds": ...}`` for the batches after the first W
+(timed from the acknowledgement of batch W to the last one; the CPU is this process's
+over that span).
 
 ``python -m psoup.bench.grpc_load flood TARGET --stream S --rows R --seconds D`` prints
 ``ready`` once connected, waits for a line on stdin, then ingests into S as fast as the
@@ -101,7 +102,8 @@ def client_ingest(target: str, stream: str, seed: int, rows: int, batch_rows: in
 def ingest(target: str, seed: int, batches: int, rows: int, warm: int, t0: int) -> dict:
     """Send the batches; time the ones after ``warm``: from the acknowledgement of the last
     warm-up batch to the last acknowledgement, so warm-up work still queued in the
-    server (index compilation, pipelined batches) is not counted."""
+    server (index compilation, pipelined batches) is not counted. ``cpu_seconds``: this
+    process's CPU over the same span (all its threads: gRPC's too)."""
     data = make_batches(seed, batches, rows, t0)
     reqs = [
         pb.IngestRequest(stream="r", columns=codec.encode_batch(SCHEMA, b), batch_id=k)
@@ -109,15 +111,15 @@ def ingest(target: str, seed: int, batches: int, rows: int, warm: int, t0: int) 
     ]
     with grpc.insecure_channel(target) as ch:
         stub = pb_grpc.PSoupStub(ch)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         acks = 0
         for _ack in stub.Ingest(iter(reqs)):
             acks += 1
             if acks == warm:
-                start = time.perf_counter()
-        end = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
+        end, cpu = time.perf_counter(), time.process_time() - cpu
     assert acks == batches
-    return {"rows": (batches - warm) * rows, "seconds": end - start}
+    return {"rows": (batches - warm) * rows, "seconds": end - start, "cpu_seconds": cpu}
 
 
 def ingest_forever(target: str, seed: int, rows: int, t0: int) -> None:
