@@ -56,6 +56,11 @@ def parse_cpus(text: str) -> frozenset[int]:
     return frozenset(cpus)
 
 
+def cpu_list(cpus: Iterable[int]) -> str:
+    """``cpus`` as a list ``parse_cpus`` reads back: ``0,2,3`` (sorted, no ranges)."""
+    return ",".join(map(str, sorted(cpus)))
+
+
 def check_cpus(cpus: Iterable[int] | None, flag: str = "--cpus") -> frozenset[int] | None:
     """``cpus`` as a set, checked (None: the scheduler places the threads). Raises
     ValueError naming ``flag`` if the platform cannot place threads or a CPU is not one
@@ -84,8 +89,26 @@ def pin_process(cpus: frozenset[int], flag: str = "--cpus") -> None:
             with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
                 os.sched_setaffinity(int(tid), cpus)
     except (OSError, AttributeError) as err:
-        listed = ",".join(map(str, sorted(cpus)))
-        raise ValueError(f"{flag} {listed}: not CPUs this process may use here ({err})") from None
+        raise ValueError(
+            f"{flag} {cpu_list(cpus)}: not CPUs this process may use here ({err})"
+        ) from None
+
+
+@contextmanager
+def process_on(cpus: frozenset[int] | None, flag: str = "--cpus") -> Iterator[None]:
+    """While the block runs, every thread of this process on ``cpus`` (``pin_process``);
+    after it, every thread on the CPUs the calling thread had before (None: nothing).
+    For a process that is all one job, such as a benchmark's driver; a server placed
+    among other threads uses ``threads_made_on``. O(threads) on the way in and out."""
+    if cpus is None:
+        yield
+        return
+    before = allowed_cpus()
+    pin_process(cpus, flag)
+    try:
+        yield
+    finally:
+        pin_process(before, flag)
 
 
 @contextmanager

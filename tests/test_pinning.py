@@ -18,7 +18,7 @@ import pytest
 
 import psoup
 from clients import PSoupClient
-from psoup.pinning import allowed_cpus, check_cpus, parse_cpus
+from psoup.pinning import allowed_cpus, check_cpus, cpu_list, parse_cpus, process_on
 from psoup.server import ServerConfig, start_server
 from psoup.server.process import ServerProcess
 
@@ -44,8 +44,40 @@ def test_cpu_lists_parse_as_taskset_writes_them() -> None:
             parse_cpus(bad)
 
 
+def test_a_cpu_list_reads_back_as_the_same_cpus() -> None:
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        cpus = frozenset(rng.choice(64, rng.integers(1, 9), replace=False).tolist())
+        assert parse_cpus(cpu_list(cpus)) == cpus
+        assert cpu_list(cpus) == cpu_list(sorted(cpus, reverse=True))
+
+
 def test_no_cpus_no_placing() -> None:
     assert check_cpus(None) is None
+    before = {tid: os.sched_getaffinity(tid) for tid in _tids()}
+    with process_on(None):
+        assert {tid: os.sched_getaffinity(tid) for tid in before} == before
+
+
+@needs_two
+def test_a_process_placed_for_a_block_has_every_thread_back_after() -> None:
+    mine = os.sched_getaffinity(0)
+    go, made = threading.Event(), []
+    idle = threading.Thread(target=go.wait, daemon=True)
+    idle.start()  # a thread of the process made before the block
+    cpu = max(CPUS)
+    try:
+        with process_on(frozenset({cpu}), "--driver-cpus"):
+            late = threading.Thread(target=lambda: made.append(os.sched_getaffinity(0)))
+            late.start()
+            late.join()
+            assert os.sched_getaffinity(idle.native_id) == {cpu}
+            assert os.sched_getaffinity(0) == {cpu}
+        assert made == [{cpu}]  # a thread made inside inherits the block's CPUs
+        assert os.sched_getaffinity(idle.native_id) == mine
+        assert os.sched_getaffinity(0) == mine
+    finally:
+        go.set()
 
 
 @pytest.mark.skipif(not CPUS, reason="the platform cannot tell a thread's CPUs")

@@ -58,7 +58,7 @@ import psoup
 from psoup.bench import asyncio_front, engine_process, machine, report, transport_front
 from psoup.bench.core import Section
 from psoup.bench.grpc_load import CSV_SCHEMA, EQ_DOMAIN, SCHEMA, csv_columns, make_batches
-from psoup.pinning import allowed_cpus
+from psoup.pinning import allowed_cpus, cpu_list
 from psoup.server import ServerConfig, start_server
 from psoup.shard.front import ShardedEngine
 
@@ -284,7 +284,7 @@ ENGINE_CPU = frozenset({max(allowed_cpus())}) if ONE_CPU else None
 
 
 def _listed(cpus: frozenset[int] | None) -> str:
-    return ",".join(map(str, sorted(cpus))) if cpus else "(none: fewer than 2 CPUs)"
+    return cpu_list(cpus) if cpus else "(none: fewer than 2 CPUs)"
 
 
 def _settle(srv, timeout: float = 600.0) -> None:

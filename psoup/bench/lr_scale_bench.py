@@ -29,7 +29,7 @@ from psoup.bench import lr_profile, machine, report
 from psoup.bench.flame import Flame
 from psoup.child import in_child
 from psoup.linear_road import check, driver, generate
-from psoup.pinning import pin_process
+from psoup.pinning import cpu_list, process_on
 from psoup.procinfo import cpu_seconds
 from psoup.server.process import ServerProcess
 
@@ -61,25 +61,6 @@ def _shards_cpu(target: str) -> dict[int, float]:
     """pid -> CPU seconds so far of each shard's process (Ray actors on this machine)."""
     with PSoupClient(target) as c:
         return {s["pid"]: cpu_seconds(s["pid"]) for s in c.stats()["shards"]}
-
-
-def _cpu_list(cpus: frozenset[int]) -> str:
-    return ",".join(map(str, sorted(cpus)))
-
-
-@contextlib.contextmanager
-def _placed(cpus: frozenset[int] | None):
-    """Every thread of this process (the driver's) on ``cpus`` while the block runs, its
-    CPUs given back after (None: left to the scheduler)."""
-    if cpus is None:
-        yield
-        return
-    before = frozenset(os.sched_getaffinity(0))
-    pin_process(cpus, "--driver-cpus")
-    try:
-        yield
-    finally:
-        pin_process(before, "--driver-cpus")
 
 
 def run(
@@ -127,8 +108,8 @@ def run(
         if shards:
             keep += ("--shards", str(shards))
         if server_cpus:
-            keep += ("--cpus", _cpu_list(server_cpus))
-            keep += ("--shard-cpus", _cpu_list(server_cpus)) if shards else ()
+            keep += ("--cpus", cpu_list(server_cpus))
+            keep += ("--shard-cpus", cpu_list(server_cpus)) if shards else ()
         data_dir = root / "data" if sync else None
         if data_dir is not None:
             shutil.rmtree(data_dir, ignore_errors=True)  # a fresh server, as without --sync
@@ -146,7 +127,7 @@ def run(
             flame = Flame(srv.proc.pid, flame_svg) if profile else None
             with (
                 machine.busy_loop() if stress else contextlib.nullcontext(),
-                _placed(driver_cpus),
+                process_on(driver_cpus, "--driver-cpus"),
             ):
                 summary = driver.run(
                     input_path, None, answers, speedup, server=srv.target,
@@ -200,8 +181,8 @@ def run(
         + (" --stress" if stress else "")
         + (f" --sync {sync}" if sync else "")
         + (f" --shards {shards}" if shards else "")
-        + (f" --server-cpus {_cpu_list(server_cpus)}" if server_cpus else "")
-        + (f" --driver-cpus {_cpu_list(driver_cpus)}" if driver_cpus else "")
+        + (f" --server-cpus {cpu_list(server_cpus)}" if server_cpus else "")
+        + (f" --driver-cpus {cpu_list(driver_cpus)}" if driver_cpus else "")
     )
     facts = [
         f"Machine: {machine.describe()}.",
@@ -232,14 +213,14 @@ def run(
         + (f" The server kept a data directory, `--sync {sync}`." if sync else "")
         + (
             f" The server's threads{' and its shards' if shards else ''} ran on CPU(s) "
-            f"{_cpu_list(server_cpus)} (`psoup serve --cpus"
+            f"{cpu_list(server_cpus)} (`psoup serve --cpus"
             + (" --shard-cpus" if shards else "")
             + "`)."
             if server_cpus
             else ""
         )
         + (
-            f" The driver's threads ran on CPU(s) {_cpu_list(driver_cpus)} through the replay."
+            f" The driver's threads ran on CPU(s) {cpu_list(driver_cpus)} through the replay."
             if driver_cpus
             else ""
         )
