@@ -93,6 +93,7 @@ def ingest_rates(
     sec = Section(
         f"Ingest: {n_queries:,} equality queries, in-process vs through the server",
         ["batch rows", "in-process t/s", "gRPC t/s", "gRPC / in-process",
+         "Arrow Flight t/s", "Arrow Flight / in-process",
          "gRPC, --cpus 1 CPU t/s", "--cpus 1 CPU / in-process",
          "gRPC, --shards 1 t/s", "--shards 1 / in-process",
          "--shards 1 placed t/s", "--shards 1 placed / in-process",
@@ -104,7 +105,8 @@ def ingest_rates(
         ["batch rows", "engine in-process µs", "transport alone t/s",
          "transport alone: server CPU µs", "transport alone: client CPU µs",
          "gRPC: server CPU µs", "gRPC: client CPU µs", "ceiling on gRPC / in-process",
-         "gRPC / in-process"],
+         "gRPC / in-process", "Arrow Flight: server CPU µs", "Arrow Flight: client CPU µs",
+         "Arrow Flight / in-process"],
     )  # fmt: skip
     cores = len(allowed_cpus())
     engine_us: list[tuple[int, float, float]] = []  # rows, µs per batch: in-process, child
@@ -116,11 +118,12 @@ def ingest_rates(
         moved, sent = cpu_of["transport alone"]
         budget.rows.append(
             [rows, engine, runs["transport alone"][0], moved, sent, *cpu_of["gRPC"],
-             ceiling(engine, moved, sent, cores), runs["gRPC"][1]]
+             ceiling(engine, moved, sent, cores), runs["gRPC"][1], *cpu_of["Arrow Flight"],
+             runs["Arrow Flight"][1]]
         )  # fmt: skip
         row: list = [rows, rows / (1e-6 * float(np.median(local_us)))]
-        for name in ("gRPC", "--cpus 1 CPU", "--shards 1", "--shards 1 placed", "engine process",
-                     "asyncio front"):  # fmt: skip
+        for name in ("gRPC", "Arrow Flight", "--cpus 1 CPU", "--shards 1", "--shards 1 placed",
+                     "engine process", "asyncio front"):  # fmt: skip
             rate, ratio, ratios = runs.get(name, (None, None, []))
             row += [rate, ratio]
             if ratios:
@@ -138,6 +141,11 @@ def ingest_rates(
         "The gRPC client runs in its own process and pipelines batches on one Ingest stream "
         "(columnar little-endian arrays); the server decodes with np.frombuffer and runs the "
         "same engine code on its engine thread. Both processes share the machine's 2 cores. "
+        "'Arrow Flight': the same server and batches, the client writing them as Arrow "
+        "record batches over one Flight DoPut to its `--flight-port` while a thread reads "
+        "the acks (psoup/server/flight.py: Flight's C++ server reads each batch with the "
+        "interpreter free; the handler hands numpy views of it to the same `ingest_batch` "
+        "as Ingest's). "
         f"'--cpus 1 CPU': the same server with every thread of its own kept on CPU "
         f"{_listed(ONE_CPU)} (`psoup serve --cpus`, psoup/pinning.py), the client "
         "free to run on any. '--shards 1': the same server with its engine in a process "
@@ -176,13 +184,17 @@ def ingest_rates(
         "(every thread: gRPC's C threads, its polling thread, the call's; all batches, "
         "the warm-up's too), and the client process's CPU per timed batch. 'gRPC': the "
         "same two for the server of the first column ('gRPC' above; the engine's work "
-        f"included). 'ceiling': {cores} cores' worth of time over the CPU a batch needs at "
-        "the least, the engine's in-process time plus the transport's and the client's: "
+        "included), and for the same server taking the same batches as Arrow record "
+        "batches over one Flight DoPut (`psoup serve --flight-port`, "
+        "psoup/server/flight.py; 'Arrow Flight' above). "
+        f"'ceiling': {cores} cores' worth of time over the CPU a batch needs at the least,"
+        " the engine's in-process time plus the transport's and the client's: "
         f"min(1, {cores} × engine / (engine + transport server CPU + transport client "
         "CPU)). No design that sends each batch through gRPC's Python server and runs the "
         "engine on this machine can do better than that, whatever it overlaps, as long "
         "as neither part costs less in the server than alone: that is how far issue "
-        "#19's 0.8 is within reach on this machine."
+        "#19's 0.8 is within reach on this machine through the PSoup service. Arrow "
+        "Flight's transport is another one, in C++, and is not bound by it."
     )
     return sec, budget
 
@@ -228,7 +240,9 @@ def _designs_at(
         local_us.append(1e6 * took / (count - warm))
         return (count - warm) * rows / took
 
-    def rounds_of(target: str, client_cpus: frozenset[int] | None = None, name: str = ""):
+    def rounds_of(
+        target: str, client_cpus: frozenset[int] | None = None, name: str = "", mode="ingest"
+    ):
         rates, ratios, here, client = [], [], [], []
         for k in range(rounds):
             base = local()
@@ -237,7 +251,7 @@ def _designs_at(
             if client_cpus:
                 load += ("--cpus", _listed(client_cpus))
             cpu0 = time.process_time()  # this process: the server's threads, when it is here
-            got = _load("ingest", target, *load)
+            got = _load(mode, target, *load)
             here.append(1e6 * (time.process_time() - cpu0) / count)
             client.append(1e6 * got["cpu_seconds"] / (count - warm))
             rates.append(got["rows"] / got["seconds"])
@@ -246,11 +260,16 @@ def _designs_at(
             cpu_of[name] = (float(np.median(here)), float(np.median(client)))
         return float(np.median(rates)), float(np.median(ratios)), ratios
 
-    def on_server(cpus=None, shards=None, shard_cpus=None, client_cpus=None, name=""):
-        srv = start_server(ServerConfig(port=0, cpus=cpus, shards=shards, shard_cpus=shard_cpus))
+    def on_server(cpus=None, shards=None, shard_cpus=None, client_cpus=None, name="", flight=False):
+        srv = start_server(
+            ServerConfig(port=0, cpus=cpus, shards=shards, shard_cpus=shard_cpus,
+                         flight_port=0 if flight else None)
+        )  # fmt: skip
         try:
             srv.worker.call(lambda: _setup(srv.engine, consts))
             _settle(srv)
+            if flight:
+                return rounds_of(f"127.0.0.1:{srv.flight_port}", name=name, mode="flight-ingest")
             return rounds_of(f"127.0.0.1:{srv.port}", client_cpus, name)
         finally:
             srv.stop(grace=1)
@@ -258,6 +277,7 @@ def _designs_at(
     cpu_of: dict[str, tuple[float, float]] = {}
     try:
         runs = {"gRPC": on_server(name="gRPC")}
+        runs["Arrow Flight"] = on_server(name="Arrow Flight", flight=True)
         with transport_front.front() as port:
             runs["transport alone"] = rounds_of(f"127.0.0.1:{port}", name="transport alone")
         if ONE_CPU:

@@ -7,6 +7,10 @@ sends the equality workload's batches over one pipelined Ingest stream and print
 (timed from the acknowledgement of batch W to the last one; the CPU is this process's
 over that span).
 
+``python -m psoup.bench.grpc_load flight-ingest TARGET ...`` (the same options) sends the
+same batches as Arrow record batches over one Flight DoPut to a server's
+``--flight-port`` (psoup/server/flight.py) and prints the same JSON.
+
 ``python -m psoup.bench.grpc_load flood TARGET --stream S --rows R --seconds D`` prints
 ``ready`` once connected, waits for a line on stdin, then ingests into S as fast as the
 server takes it for D seconds and prints the rows acknowledged in each second and the
@@ -120,6 +124,46 @@ def ingest(target: str, seed: int, batches: int, rows: int, warm: int, t0: int) 
         end, cpu = time.perf_counter(), time.process_time() - cpu
     assert acks == batches
     return {"rows": (batches - warm) * rows, "seconds": end - start, "cpu_seconds": cpu}
+
+
+def flight_ingest(target: str, seed: int, batches: int, rows: int, warm: int, t0: int) -> dict:
+    """``ingest``'s batches as Arrow record batches over one Flight DoPut into the
+    server's ``--flight-port`` (psoup/server/flight.py), written as fast as gRPC takes
+    them while a thread reads the acks; timed and measured as ``ingest``."""
+    import pyarrow as pa
+    import pyarrow.flight as flight
+
+    data = make_batches(seed, batches, rows, t0)
+    out = [pa.record_batch(b) for b in data]
+    client = flight.connect(f"grpc+tcp://{target}")
+    writer, reader = client.do_put(flight.FlightDescriptor.for_path("r"), out[0].schema)
+    span: dict[str, float] = {}
+
+    def acks() -> None:
+        got = 0
+        while reader.read() is not None:
+            got += 1
+            if got == warm:
+                span["start"], span["cpu"] = time.perf_counter(), time.process_time()
+            if got == batches:
+                span["end"], span["cpu"] = time.perf_counter(), time.process_time() - span["cpu"]
+                return
+
+    reading = threading.Thread(target=acks)
+    span["start"], span["cpu"] = time.perf_counter(), time.process_time()
+    reading.start()
+    for b in out:
+        writer.write_batch(b)
+    writer.done_writing()
+    reading.join()
+    writer.close()
+    client.close()
+    assert "end" in span, "the server ended the put before acking every batch"
+    return {
+        "rows": (batches - warm) * rows,
+        "seconds": span["end"] - span["start"],
+        "cpu_seconds": span["cpu"],
+    }
 
 
 def ingest_forever(target: str, seed: int, rows: int, t0: int) -> None:
@@ -273,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m psoup.bench.grpc_load", description=__doc__)
     sub = p.add_subparsers(dest="mode", required=True)
     i = sub.add_parser("ingest", help="timed ingest of the equality workload")
+    fi = sub.add_parser("flight-ingest", help="the same over Arrow Flight DoPut")
     f = sub.add_parser("ingest-forever", help="background ingest until killed")
     v = sub.add_parser("invoke", help="concurrent invokers")
     fl = sub.add_parser("flood", help="ingest as fast as the server takes it, for a while")
@@ -290,15 +335,16 @@ def main(argv: list[str] | None = None) -> int:
     fl.add_argument("--stream", required=True, help="the stream to flood")
     fl.add_argument("--rows", type=int, default=8192, help="rows per batch")
     fl.add_argument("--seconds", type=float, required=True, help="how long")
-    for s in (i, f, v):
+    for s in (i, fi, f, v):
         s.add_argument("target", help="HOST:PORT of the server")
         s.add_argument("--seed", type=int, default=7, help="random seed")
-    for s in (i, f):
+    for s in (i, fi, f):
         s.add_argument("--rows", type=int, default=1000, help="rows per batch")
         s.add_argument("--t0", type=int, default=0, help="first timestamp")
-    i.add_argument("--batches", type=int, required=True, help="batches to send")
-    i.add_argument("--warm", type=int, default=0, help="untimed leading batches")
-    i.add_argument("--cpus", type=parse_cpus, help="keep this client on these CPUs (0, 0-1)")
+    for s in (i, fi):
+        s.add_argument("--batches", type=int, required=True, help="batches to send")
+        s.add_argument("--warm", type=int, default=0, help="untimed leading batches")
+        s.add_argument("--cpus", type=parse_cpus, help="keep this client on these CPUs (0, 0-1)")
     v.add_argument("--handles", required=True, help="file with one handle per line")
     v.add_argument("--clients", type=int, default=1, help="concurrent client threads")
     v.add_argument("--invokes", type=int, default=200, help="invocations per client")
@@ -306,10 +352,11 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--batch", type=int, default=1, help="invokes per call (a Batch when > 1)")
     v.add_argument("--stream", action="store_true", help="invoke on one Invokes call each")
     a = p.parse_args(argv)
-    if a.mode == "ingest":
+    if a.mode in ("ingest", "flight-ingest"):
         if a.cpus:  # before gRPC starts its threads, which inherit it
             pin_process(a.cpus)
-        out = ingest(a.target, a.seed, a.batches, a.rows, a.warm, a.t0)
+        send = ingest if a.mode == "ingest" else flight_ingest
+        out = send(a.target, a.seed, a.batches, a.rows, a.warm, a.t0)
     elif a.mode == "client-ingest":
         out = client_ingest(a.target, a.stream, a.seed, a.rows, a.batch_rows)
     elif a.mode == "flood":

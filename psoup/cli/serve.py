@@ -43,6 +43,14 @@ def add_parser(sub) -> None:
         "free port, printed); default: none",
     )
     serve.add_argument(
+        "--flight-port",
+        type=_port,
+        metavar="PORT",
+        help="also take ingest as Arrow Flight DoPut on HOST:PORT, record batches into the "
+        "stream the descriptor names, acked as Ingest acks (0 picks a free port, printed); "
+        "default: none",
+    )
+    serve.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         default="info",
@@ -324,6 +332,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         shards=args.shards,
         ray_address=args.ray,
         metrics_port=args.metrics_port,
+        flight_port=args.flight_port,
         log_level=args.log_level,
         log_format=args.log_format,
         cpus=args.cpus,

@@ -10,6 +10,7 @@ import socket
 import threading
 from concurrent import futures
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -31,6 +32,9 @@ from psoup.server.worker import EngineWorker
 from psoup.storage.durable import CheckpointStats, DataDir
 from psoup.storage.log import Sync
 
+if TYPE_CHECKING:
+    from psoup.server.flight import FlightIngest
+
 log = logging.getLogger("psoup.server")
 SERVICE = pb.DESCRIPTOR.services_by_name["PSoup"].full_name
 
@@ -49,6 +53,8 @@ class RunningServer:
         self.engine = servicer.engine
         self.observer = servicer.observer
         self.metrics_port: int | None = None  # where the metrics are served, if anywhere
+        self.flight: FlightIngest | None = None  # Arrow Flight ingest, if asked for
+        self.flight_port: int | None = None
         self._stopped = threading.Event()
 
     def stop(self, grace: float | None = 5.0) -> None:
@@ -57,6 +63,8 @@ class RunningServer:
             return
         self._stopped.set()
         self.health.enter_graceful_shutdown()
+        if self.flight is not None:
+            self.flight.stop(grace)
         self.server.stop(grace).wait()
         self.observer.stop()
         self.worker.stop()
@@ -263,10 +271,37 @@ def _start_server(config: ServerConfig) -> RunningServer:
                 f"cannot serve metrics on {_address(config.host, config.metrics_port)}: "
                 f"{err.strerror}"
             ) from None
+    if config.flight_port is not None:
+        try:
+            running.flight = _flight(config, servicer)
+        except BaseException:
+            running.stop(grace=0)
+            raise
+        running.flight_port = running.flight.port
     server.start()
     for name in ("", SERVICE):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return running
+
+
+def _flight(config: ServerConfig, servicer: PSoupServicer) -> FlightIngest:
+    """The Arrow Flight ingest server on ``config.host:config.flight_port``, with the
+    gRPC service's TLS key and certificate. RuntimeError naming the address when the
+    port is taken. (Imported here: pyarrow's Flight only for a server that asks.)"""
+    import pyarrow as pa
+
+    from psoup.server.flight import FlightIngest
+
+    _check_port_free(config.host, config.flight_port)
+    tls = None
+    if config.tls_cert:
+        tls = (Path(config.tls_cert).read_bytes(), Path(config.tls_key).read_bytes())
+    scheme = "grpc+tls" if tls else "grpc+tcp"
+    where = _address(config.host, config.flight_port)
+    try:
+        return FlightIngest(f"{scheme}://{where}", servicer, tls)
+    except (OSError, pa.ArrowException) as err:
+        raise RuntimeError(f"cannot serve Arrow Flight on {where}: {err}") from None
 
 
 def serve_forever(config: ServerConfig) -> int:
@@ -284,6 +319,8 @@ def serve_forever(config: ServerConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
     print(f"psoup serving on {_address(config.host, running.port)}", flush=True)
+    if running.flight_port is not None:
+        print(f"psoup flight ingest on {_address(config.host, running.flight_port)}", flush=True)
     if running.metrics_port is not None:
         event(log, logging.INFO, "metrics",
               f"metrics on http://{_address(config.host, running.metrics_port)}/metrics",

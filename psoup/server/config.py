@@ -35,6 +35,8 @@ class ServerConfig:
     page_rows: int = 4096  # default rows per InvokeQuery page
     workers: int = 32  # gRPC handler threads
     metrics_port: int | None = None  # serve Prometheus metrics here over HTTP (0: free port)
+    # Take ingest as Arrow Flight DoPut here too (psoup/server/flight.py; 0: free port).
+    flight_port: int | None = None
     log_level: str = "info"  # psoup serve's log on stderr (psoup/server/logs.py)
     log_format: str = "text"  # text | json
     freeze_heap_every: float = 1.0  # seconds between heap freezes (psoup/heap.py); 0 = never

@@ -23,6 +23,13 @@ class ServerProcess:
             self.proc.kill()
             raise RuntimeError(f"psoup serve did not start: {line.strip() or 'no output'}")
         self.target = line.rsplit(" ", 1)[1].strip()
+        self.flight_target: str | None = None  # HOST:PORT of its Flight ingest, if asked for
+        if "--flight-port" in args:
+            line = self.proc.stdout.readline()  # "psoup flight ingest on HOST:PORT"
+            if not line.startswith("psoup flight ingest on "):
+                self.proc.kill()
+                raise RuntimeError(f"psoup serve did not serve Flight: {line.strip()}")
+            self.flight_target = line.rsplit(" ", 1)[1].strip()
 
     def _status_bytes(self, key: str) -> int:
         try:

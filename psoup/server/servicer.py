@@ -89,7 +89,9 @@ class Abort(Exception):
         self.message = message
 
 
-def _status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
+def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
+    """The status code and message a call ends with for ``exc`` (an Abort or one of
+    psoup's errors); None for an unexpected error (INTERNAL)."""
     if isinstance(exc, Abort):
         return exc.code, exc.message
     for cls, code in _STATUS:
@@ -100,7 +102,7 @@ def _status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
 
 def _abort(context: grpc.ServicerContext, exc: BaseException):
     """End the call with the status ``exc`` stands for; unexpected errors are INTERNAL."""
-    status = _status_of(exc)
+    status = status_of(exc)
     if status is None:
         context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
     context.abort(*status)
@@ -113,7 +115,7 @@ def _item(k: int):
     try:
         yield
     except BaseException as exc:
-        status = _status_of(exc)
+        status = status_of(exc)
         if status is None:
             raise
         raise Abort(status[0], f"items[{k}]: {status[1]}") from None
@@ -414,13 +416,26 @@ class PSoupServicer(pb_grpc.PSoupServicer):
             client = self._client(context)
             share = client if self.auth.enabled else context.peer()
             for req in request_iterator:
-                columns = self._decode_batch(req)
-                if not self.turns.acquire(share, stop):
+                ack = self.ingest_batch(req, self._decode_batch(req), client, share, stop)
+                if ack is None:
                     return
-                applied = functools.partial(self._apply_in_turn, req, columns, client, share)
-                yield self._ack(req, applied, _rows(columns))
+                yield ack
         except Exception as exc:
             _abort(context, exc)
+
+    def ingest_batch(
+        self, req: pb.IngestRequest, columns: dict, client: str, share: str, stop: threading.Event
+    ) -> pb.IngestAck | None:
+        """Apply one decoded batch of ``client`` on a turn of ``share`` (its connection
+        when anonymous) and acknowledge it once durable: its IngestAck; None when ``stop``
+        was set before it had a turn (nothing applied). Abort, or the engine's error,
+        names the batch (``req`` holds its stream and id; its columns are not read). The
+        one way an unpipelined Ingest call and Arrow Flight's DoPut
+        (psoup/server/flight.py) apply a batch. O(the engine's work)."""
+        if not self.turns.acquire(share, stop):
+            return None
+        applied = functools.partial(self._apply_in_turn, req, columns, client, share)
+        return self._ack(req, applied, _rows(columns))
 
     def _apply_in_turn(self, req: pb.IngestRequest, columns: dict, client: str, share: str):
         """Apply a batch whose turn is taken (``EngineWorker.run_ingest``), then give
@@ -550,7 +565,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
         except PSoupError as exc:
             self._rejected(req, rows)
             raise Abort(
-                _status_of(exc)[0], f"batch {req.batch_id} (stream {req.stream!r}): {exc}"
+                status_of(exc)[0], f"batch {req.batch_id} (stream {req.stream!r}): {exc}"
             ) from None
         self._kept()
         self.metrics.ingested(res.count)
@@ -780,7 +795,7 @@ class PSoupServicer(pb_grpc.PSoupServicer):
                 try:
                     msg = self._whole(self._invoked(request, client))
                 except Exception as exc:
-                    if (status := _status_of(exc)) is None:
+                    if (status := status_of(exc)) is None:
                         raise
                     code, message = status
                     yield pb.InvokesReply(refused=pb.Refusal(code=code.value[0], message=message))

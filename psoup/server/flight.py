@@ -1,0 +1,198 @@
+"""Arrow Flight ingest: record batches into a stream by DoPut, beside the gRPC service.
+
+Why a second door for ingest: ``psoup bench grpc`` measures what gRPC's Python server
+costs to take one batch to no engine at all (psoup/bench/transport_front.py). On the
+2-core host of issue #19 that was ~300-400 µs of the server's CPU per 8,192-row batch,
+as much as the engine's own work on it, and ~200 µs of the client's: with the two cores
+shared, ingest through the PSoup service cannot pass ~0.65 of the engine in-process
+there, whatever the server overlaps. Arrow Flight's server is C++: it reads each record
+batch into Arrow buffers with the interpreter lock free and hands the handler one batch
+per ``read_chunk``, which waits with the lock released; the columns reach the engine as
+numpy views of those buffers, copied nowhere (docs/BENCHMARKS.md, stop 57).
+
+A client calls DoPut with a descriptor of one path element, the stream's name, and a
+schema naming the stream's attributes (int64, float64 or string columns; no NULLs).
+Each record batch is one batch. The server answers each, once it is applied and durable,
+with app metadata: the batch's ``IngestAck`` (psoup.proto) serialized, whose ``batch_id``
+is the batch's place in the call (0, 1, ...). The first batch refused ends the call with
+everything before it applied and nothing after it, as Ingest does; the error names the
+batch and, where the engine tells, the column and the row. Batches go the same way as an
+Ingest call's (``PSoupServicer.ingest_batch``): the same turns among clients, access
+checks, durability (``--sync batch``: acked once forced to disk) and metrics.
+
+Errors, as Flight's client raises them (gRPC code): no or a bad token:
+FlightUnauthenticatedError (UNAUTHENTICATED); a stream the client may not write:
+FlightUnauthorizedError (PERMISSION_DENIED); an unknown stream: ArrowKeyError
+(NOT_FOUND); a descriptor, schema or column that does not fit: ArrowInvalid
+(INVALID_ARGUMENT); the ingest queue full, too many rows, storage full, the server
+stopping: FlightUnavailableError (UNAVAILABLE); anything else: FlightInternalError
+(INTERNAL). Flight has no RESOURCE_EXHAUSTED, hence UNAVAILABLE (retry later). For
+ArrowInvalid and ArrowKeyError, pyarrow appends the server's Python traceback to the
+message after "Detail:".
+
+Costs per batch: Arrow IPC decoding in C++ with no copy, one ``to_numpy`` per number
+column (a view), one ``to_pylist`` per string column (O(rows)), and the engine's work.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import grpc
+import pyarrow as pa
+import pyarrow.flight as fl
+
+from psoup.api import psoup_pb2 as pb
+from psoup.server.auth import Authenticator, AuthError
+from psoup.server.servicer import Abort, PSoupServicer, status_of
+
+#: The Flight exception a gRPC status code of the servicer's becomes.
+_RAISED = {
+    grpc.StatusCode.UNAUTHENTICATED: fl.FlightUnauthenticatedError,
+    grpc.StatusCode.PERMISSION_DENIED: fl.FlightUnauthorizedError,
+    grpc.StatusCode.NOT_FOUND: pa.ArrowKeyError,
+    grpc.StatusCode.INVALID_ARGUMENT: pa.ArrowInvalid,
+    grpc.StatusCode.ALREADY_EXISTS: pa.ArrowInvalid,
+    grpc.StatusCode.FAILED_PRECONDITION: pa.ArrowInvalid,
+    grpc.StatusCode.OUT_OF_RANGE: pa.ArrowInvalid,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: fl.FlightUnavailableError,
+    grpc.StatusCode.UNAVAILABLE: fl.FlightUnavailableError,
+    grpc.StatusCode.UNIMPLEMENTED: pa.ArrowNotImplementedError,
+}
+
+
+def flight_error(exc: BaseException) -> Exception:
+    """The Flight exception to end a call with for ``exc`` (an Abort, an engine error or
+    anything else: FlightInternalError), its message kept."""
+    status = status_of(exc)
+    if status is None:
+        return fl.FlightInternalError(f"internal error: {type(exc).__name__}: {exc}")
+    code, message = status
+    return _RAISED.get(code, fl.FlightInternalError)(message)
+
+
+def stream_of(descriptor: fl.FlightDescriptor) -> str:
+    """The stream a DoPut writes: its descriptor's one path element. Abort otherwise."""
+    path = descriptor.path if descriptor.descriptor_type == fl.DescriptorType.PATH else None
+    if not path or len(path) != 1:
+        raise Abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "descriptor: give the stream's name as its one path element "
+            "(FlightDescriptor.for_path(stream))",
+        )
+    try:
+        return path[0].decode("utf-8")
+    except UnicodeDecodeError:
+        raise Abort(grpc.StatusCode.INVALID_ARGUMENT, "descriptor: not UTF-8") from None
+
+
+def check_schema(schema: pa.Schema) -> None:
+    """Abort naming the field when the schema repeats an attribute."""
+    seen = set()
+    for i, name in enumerate(schema.names):
+        if name in seen:
+            raise Abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"schema: fields[{i}] {name!r}: attribute given twice",
+            )
+        seen.add(name)
+
+
+def batch_columns(batch: pa.RecordBatch, k: int, max_rows: int) -> dict:
+    """attribute -> values of record batch ``k``: numpy views of number columns, lists
+    of str for string ones, other types as numpy arrays for the engine to refuse by
+    name. Abort naming the batch and column for NULLs, the batch for too many rows.
+    O(columns), plus O(rows) per string column."""
+    if batch.num_rows > max_rows:
+        raise Abort(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"batch {k}: {batch.num_rows} rows exceed max_batch_rows={max_rows}",
+        )
+    columns = {}
+    for i, (name, col) in enumerate(zip(batch.schema.names, batch.columns, strict=True)):
+        if col.null_count:
+            raise Abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"batch {k}: columns[{i}] {name!r}: NULLs cannot be stored",
+            )
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            columns[name] = col.to_pylist()
+        else:
+            columns[name] = col.to_numpy(zero_copy_only=False)
+    return columns
+
+
+class _Caller(fl.ServerMiddleware):
+    """Who is calling: the client id its token names (anonymous without tokens)."""
+
+    def __init__(self, client: str):
+        self.client = client
+
+
+class _Authenticate(fl.ServerMiddlewareFactory):
+    """Every call's ``authorization: Bearer <token>`` header checked as the gRPC
+    service checks it; a call without a valid one is refused before it starts."""
+
+    def __init__(self, auth: Authenticator):
+        self.auth = auth
+
+    def start_call(self, info, headers) -> _Caller:
+        metadata = [(key.lower(), value) for key, values in headers.items() for value in values]
+        try:
+            return _Caller(self.auth.client(metadata))
+        except AuthError as exc:
+            raise fl.FlightUnauthenticatedError(str(exc)) from None
+
+
+class FlightIngest(fl.FlightServerBase):
+    """The Flight server: DoPut only, into the engine of ``servicer``. Serving once
+    made (pyarrow starts it in the constructor); ``stop()`` ends it."""
+
+    def __init__(
+        self, location: str, servicer: PSoupServicer, tls: tuple[bytes, bytes] | None = None
+    ):
+        super().__init__(
+            location,
+            middleware={"auth": _Authenticate(servicer.auth)},
+            tls_certificates=[fl.CertKeyPair(*tls)] if tls else None,
+        )
+        self.servicer = servicer
+        self._stopping = threading.Event()  # a batch waiting for a turn gives up
+
+    def do_put(self, context, descriptor, reader, writer) -> None:
+        try:
+            client = context.get_middleware("auth").client
+            share = client if self.servicer.auth.enabled else context.peer()
+            stream = stream_of(descriptor)
+            check_schema(reader.schema)
+            limit = self.servicer.config.max_batch_rows
+            for k in itertools.count():
+                try:
+                    chunk = reader.read_chunk()
+                except StopIteration:
+                    return
+                req = pb.IngestRequest(stream=stream, batch_id=k)
+                columns = batch_columns(chunk.data, k, limit)
+                ack = self.servicer.ingest_batch(req, columns, client, share, self._stopping)
+                if ack is None:
+                    raise fl.FlightUnavailableError(f"batch {k}: the server is stopping")
+                writer.write(pa.py_buffer(ack.SerializeToString()))
+        except fl.FlightError:
+            raise
+        except pa.ArrowException as exc:  # the client's bytes did not read as Arrow IPC
+            raise pa.ArrowInvalid(f"the record batches do not read: {exc}") from None
+        except Exception as exc:
+            raise flight_error(exc) from None
+
+    def stop(self, grace: float | None = 5.0) -> bool:
+        """Refuse batches that wait for a turn and new calls, let the puts under way end
+        for up to ``grace`` seconds (None: as long as they take), and stop serving;
+        whether every put had ended. A put whose client neither sends nor closes keeps
+        its thread until the client goes (Flight's shutdown waits for every call and
+        cannot cut one short)."""
+        self._stopping.set()
+        ending = threading.Thread(target=self.shutdown, name="psoup-flight-stop", daemon=True)
+        ending.start()
+        ending.join(grace)
+        return not ending.is_alive()
