@@ -58,6 +58,21 @@ def test_a_second_server_on_a_busy_port_refuses(tmp_path: Path) -> None:
         assert f"cannot bind 127.0.0.1:{port}" in second.stderr
 
 
+def test_a_busy_flight_port_refuses_in_one_line_and_leaves_the_data_dir_free(
+    tmp_path: Path,
+) -> None:
+    with ServerProcess("--flight-port", "0") as srv:
+        port = srv.flight_target.rsplit(":", 1)[1]
+        second = _serve("--port", "0", "--flight-port", port, "--data-dir", str(tmp_path / "d"))
+        assert second.returncode == 1
+        assert f"cannot bind 127.0.0.1:{port}" in second.stderr
+        assert len(second.stderr.strip().splitlines()) <= 2, second.stderr  # its start line
+        assert "Traceback" not in second.stderr
+    # the failed start let the directory go: a server starts on it
+    with ServerProcess(data_dir=tmp_path / "d") as again, PSoupClient(again.target) as c:
+        assert c.list_streams() == []
+
+
 def _killed_after(data: Path, *batches: list[tuple]) -> Path:
     """A server on ``data`` that stored ``batches`` into stream r and was SIGKILLed; its
     last log segment."""

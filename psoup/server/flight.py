@@ -1,14 +1,16 @@
 """Arrow Flight ingest: record batches into a stream by DoPut, beside the gRPC service.
 
-Why a second door for ingest: ``psoup bench grpc`` measures what gRPC's Python server
-costs to take one batch to no engine at all (psoup/bench/transport_front.py). On the
-2-core host of issue #19 that was ~300-400 µs of the server's CPU per 8,192-row batch,
-as much as the engine's own work on it, and ~200 µs of the client's: with the two cores
-shared, ingest through the PSoup service cannot pass ~0.65 of the engine in-process
-there, whatever the server overlaps. Arrow Flight's server is C++: it reads each record
-batch into Arrow buffers with the interpreter lock free and hands the handler one batch
-per ``read_chunk``, which waits with the lock released; the columns reach the engine as
-numpy views of those buffers, copied nowhere (docs/BENCHMARKS.md, stop 57).
+Why a second door for ingest: on the 2-core host of issue #19, ``psoup bench grpc``
+(stop 57) measured per 8,192-row batch the engine at 342 µs in-process, and the server
+through its Ingest call at 807 µs of its CPU and 240 of the client's: 0.41 of in-process.
+gRPC's Python server taking the batch to no engine at all costs 188 µs of the server's
+CPU and 183 of the client's (psoup/bench/transport_front.py); the rest is the transport's
+threads and the engine sharing one interpreter lock and handing the batch and the lock to
+each other. Arrow Flight's server is C++: it reads each record batch into Arrow buffers
+with the interpreter lock free and hands the handler one batch per ``read_chunk``, which
+waits with the lock released; the columns reach the engine as numpy views of those
+buffers, copied nowhere. The same server over Flight: 552 µs of its CPU and 129 of the
+client's a batch, 0.77 of in-process (docs/BENCHMARKS.md, the ``grpc-stop57`` block).
 
 A client calls DoPut with a descriptor of one path element, the stream's name, and a
 schema naming the stream's attributes (int64, float64 or string columns; no NULLs).
@@ -18,7 +20,10 @@ is the batch's place in the call (0, 1, ...). The first batch refused ends the c
 everything before it applied and nothing after it, as Ingest does; the error names the
 batch and, where the engine tells, the column and the row. Batches go the same way as an
 Ingest call's (``PSoupServicer.ingest_batch``): the same turns among clients, access
-checks, durability (``--sync batch``: acked once forced to disk) and metrics.
+checks, durability (``--sync batch``: acked once forced to disk) and metrics (the
+ingest counters; the per-method request counters of the gRPC interceptor do not see
+DoPut calls). With ``--sync batch`` each batch waits for its own force before the next
+is read, where an Ingest call pipelines its batches and shares the forces.
 
 Errors, as Flight's client raises them (gRPC code): no or a bad token:
 FlightUnauthenticatedError (UNAUTHENTICATED); a stream the client may not write:
