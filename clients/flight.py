@@ -53,7 +53,8 @@ def error_from_flight(exc: BaseException) -> PSoupRpcError:
 
 
 class FlightIngester:
-    """A Flight client of one server, for ingest. Use as a context manager or ``close()``."""
+    """A Flight client of one server, for ingest. Use as a context manager or ``close()``.
+    ValueError for a ``target`` that is not HOST:PORT."""
 
     def __init__(
         self,
@@ -64,10 +65,13 @@ class FlightIngester:
         batch_rows: int = 8192,
     ):
         scheme = "grpc+tls" if root_certificates else "grpc+tcp"
-        self._client = fl.FlightClient(
-            f"{scheme}://{target}",
-            tls_root_certs=root_certificates,
-        )
+        host, _, port = target.rpartition(":")
+        if not host or not port.isdecimal():
+            raise ValueError(f"target {target!r}: expected HOST:PORT")
+        try:
+            self._client = fl.FlightClient(f"{scheme}://{target}", tls_root_certs=root_certificates)
+        except pa.ArrowException as exc:
+            raise ValueError(f"target {target!r}: {exc}") from None
         headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
         self._options = fl.FlightCallOptions(headers=headers)
         self.batch_rows = batch_rows
@@ -77,7 +81,8 @@ class FlightIngester:
         yield each one's ack as the server sends it. Lazy: nothing is sent until the
         result is iterated; ``batches`` is consumed on a thread of its own. The first
         batch the server refuses ends the call with the error (the batches before it
-        stay applied)."""
+        stay applied). An error raised by ``batches`` ends the put after the acks of the
+        batches sent before it, and is raised then."""
         it = iter(batches)
         first = next(it, None)
         if first is None:
@@ -94,11 +99,15 @@ class FlightIngester:
             try:
                 for batch in _chain(first, it):
                     writer.write_batch(batch)
-                writer.done_writing()
             except (fl.FlightError, pa.ArrowException) as exc:
                 failure.append(exc)  # the server's error comes with the acks' read too
-            except BaseException as exc:
+            except BaseException as exc:  # the batches' source failed: end the put cleanly
                 failure.append(exc)
+            finally:
+                # The server acks what it has and ends the call; without it, both sides
+                # would wait for each other.
+                with contextlib.suppress(fl.FlightError, pa.ArrowException):
+                    writer.done_writing()
 
         sender = threading.Thread(target=send, name="psoup-flight-put", daemon=True)
         sender.start()

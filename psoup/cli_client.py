@@ -21,7 +21,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from clients import PSoupClient, PSoupRpcError, ResourceExhausted, Unavailable, batching, messages
 from clients.errors import make_error
@@ -171,7 +172,7 @@ def ingest(c: PSoupClient, args: argparse.Namespace) -> int:
         start = time.perf_counter()
         with tqdm(total=total, unit="row", disable=args.no_progress) as bar:
             previous = signal.signal(signal.SIGINT, on_sigint)
-            for ack in c.ingest(args.name, batches()):
+            for ack in _acks(c, args, batches()):
                 nbatches += 1
                 rows += ack.rows
                 matches += ack.matches
@@ -210,6 +211,25 @@ def ingest(c: PSoupClient, args: argparse.Namespace) -> int:
         f"{formatting.plural(matches, 'match')}"
     )
     return EXIT_OK
+
+
+def _acks(c: PSoupClient, args: argparse.Namespace, batches: Iterator[dict]) -> Iterator:
+    """The acks of ``batches`` sent into ``args.name``: over the Ingest call of ``c``, or
+    with ``--flight`` as Arrow record batches over Flight (clients/flight.py)."""
+    if args.flight is None:
+        yield from c.ingest(args.name, batches)
+        return
+    import pyarrow as pa
+
+    from clients.flight import FlightIngester
+
+    pem = Path(args.tls_ca).read_bytes() if args.tls_ca else None
+    try:
+        f = FlightIngester(args.flight, token=args.token, root_certificates=pem)
+    except ValueError as err:
+        raise UsageError(f"--flight: {err}") from None
+    with f:
+        yield from f.put(args.name, (pa.record_batch(b) for b in batches))
 
 
 def _batch_hint(err: Exception) -> Exception:

@@ -57,10 +57,21 @@ def _write(path: Path, table: pa.Table) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server():
-    srv = start_server(ServerConfig(port=0))
-    yield f"127.0.0.1:{srv.port}"
+def running():
+    srv = start_server(ServerConfig(port=0, flight_port=0))
+    yield srv
     srv.stop(grace=1)
+
+
+@pytest.fixture(scope="module")
+def server(running) -> str:
+    return f"127.0.0.1:{running.port}"
+
+
+@pytest.fixture(scope="module")
+def flight(running) -> str:
+    """Where the server takes ingest over Arrow Flight (``psoup ingest --flight``)."""
+    return f"127.0.0.1:{running.flight_port}"
 
 
 _names = iter(range(10**6))
@@ -96,12 +107,16 @@ def _count(server: str, stream: str) -> int:
 # ---------------------------------------------------------------- the same rows
 
 
+@pytest.mark.parametrize("over_flight", [False, True])
 @pytest.mark.parametrize("file", ["r.csv", "r.parquet", "r.arrow", "r.feather", "r.stream.arrow"])
-def test_every_format_ingests_the_same_rows(capsys, server, tmp_path, file) -> None:
+def test_every_format_ingests_the_same_rows(
+    capsys, server, flight, tmp_path, file, over_flight
+) -> None:
     table = _table()
     path = _write(tmp_path / file, table)
     stream = _stream(server)
-    code, out, err = _ingest(capsys, server, stream, path, "--batch-rows", "128")
+    extra = ("--flight", flight) if over_flight else ()
+    code, out, err = _ingest(capsys, server, stream, path, "--batch-rows", "128", *extra)
     assert (code, err) == (0, "")
     assert out.startswith(f"ingested {N:,} rows in 8 batches in ")
     stored = _stored(server, stream)
@@ -262,3 +277,47 @@ def test_read_ahead_hands_over_items_then_the_error() -> None:
     it = read_ahead(iter(range(10**6)), 2)
     assert next(it) == 0
     it.close()  # the thread stops at its next item
+
+
+def test_a_bad_row_over_flight_stops_as_over_ingest(capsys, server, flight, tmp_path) -> None:
+    table = _table(300)
+    spd = table.column("spd").to_pylist()
+    spd[200] = float("nan")  # the client refuses it before sending its batch
+    path = _write(tmp_path / "bad.arrow", table.set_column(2, "spd", pa.array(spd, pa.float32())))
+    stream = _stream(server)
+    code, out, err = _ingest(
+        capsys, server, stream, path, "--batch-rows", "128", "--flight", flight
+    )
+    assert code == 1 and out == ""
+    assert "128 rows in 1 batch were ingested before the error" in err  # row 200: batch 1
+    assert re.search(r"error: .*row 200.*'spd'", err), err
+    assert _count(server, stream) == 128
+
+
+def test_a_batch_the_server_refuses_over_flight_is_one_line(
+    capsys, server, flight, tmp_path
+) -> None:
+    path = _write(tmp_path / "r.csv", _table(10))
+    stream = _stream(server)
+    with PSoupClient(server) as c:  # later than every row of the file
+        c.insert(stream, [(1, 1.0, "late", 50)])
+    code, out, err = _ingest(capsys, server, stream, path, "--flight", flight)
+    assert code == 1 and out == ""
+    assert err.startswith(f"error: INVALID_ARGUMENT: batch 0 (stream '{stream}'): "), err
+    assert "older than the stream's latest time 50" in err
+    assert err.count("\n") == 1, err
+    assert _count(server, stream) == 1
+
+
+@pytest.mark.parametrize(
+    ("target", "code", "says"),
+    [("nohostport", 2, "--flight: target 'nohostport': expected HOST:PORT"),
+     ("127.0.0.1:1", 3, "error: UNAVAILABLE: ")],
+)  # fmt: skip
+def test_a_bad_or_closed_flight_target_is_one_line(
+    capsys, server, tmp_path, target: str, code: int, says: str
+) -> None:
+    path = _write(tmp_path / "r.csv", _table(10))
+    got, out, err = _ingest(capsys, server, _stream(server), path, "--flight", target)
+    assert (got, out) == (code, "")
+    assert says in err and err.count("\n") == 1, err

@@ -98,6 +98,13 @@ def add_parsers(sub) -> None:
         help="rows per batch (default: %(default)s)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument(
+        "--flight",
+        metavar="HOST:PORT",
+        help="send the batches over Arrow Flight to the server's --flight-port here instead "
+        "of over its Ingest call (the same checks and acks, less CPU on both sides); "
+        "--server is still asked for the stream's schema",
+    )
 
     p = client(sub, "prepare", "prepare a query text as a template; prints its id alone",
                "prepare")  # fmt: skip
