@@ -94,10 +94,13 @@ class FlightIngester:
         except (fl.FlightError, pa.ArrowException) as exc:
             raise error_from_flight(exc) from None
         failure: list[BaseException] = []
+        stop = threading.Event()  # the caller stopped reading the acks: send no more
 
         def send() -> None:
             try:
                 for batch in _chain(first, it):
+                    if stop.is_set():
+                        return
                     writer.write_batch(batch)
             except (fl.FlightError, pa.ArrowException) as exc:
                 failure.append(exc)  # the server's error comes with the acks' read too
@@ -121,6 +124,7 @@ class FlightIngester:
         except (fl.FlightError, pa.ArrowException) as exc:
             raise error_from_flight(exc) from None
         finally:
+            stop.set()
             sender.join()
             if not closed:
                 with contextlib.suppress(fl.FlightError, pa.ArrowException):

@@ -231,3 +231,21 @@ def test_stopping_does_not_wait_for_an_idle_put() -> None:
         writer.done_writing()  # the put ends, and with it Flight's shutdown
         writer.close()
         client.close()
+
+
+def test_a_put_left_early_sends_no_more(grpc_client, flight) -> None:
+    s = _stream(grpc_client)
+    made = []
+
+    def batches():
+        for k in range(10_000):  # far more than the test reads acks for
+            made.append(k)
+            yield pa.record_batch(_columns(np.random.default_rng(k), 5, 10 * k))
+
+    acks = flight.put(s, batches())
+    assert next(acks).batch_id == 0
+    acks.close()  # the caller is done: the put ends, its source is not drained
+    assert len(made) < 10_000
+    # The put has ended on the server too (closing waits for its status): every batch
+    # written is in, the one taken from the source as it stopped is not sent.
+    assert grpc_client.describe_stream(s).tuples_stored in (5 * len(made) - 5, 5 * len(made))
