@@ -16,6 +16,7 @@ without pyarrow's server-side traceback.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
@@ -98,7 +99,7 @@ class FlightIngester:
 
         def send() -> None:
             try:
-                for batch in _chain(first, it):
+                for batch in itertools.chain((first,), it):
                     if stop.is_set():
                         return
                     writer.write_batch(batch)
@@ -148,8 +149,3 @@ class FlightIngester:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield first
-    yield from rest
