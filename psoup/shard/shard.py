@@ -143,12 +143,15 @@ class Shard:
                         except (EOFError, OSError):
                             break
                         try:
-                            answers.put(("ok", self.run(epoch, ops)), self.written_lsn())
+                            answer, lsn = ("ok", self.run(epoch, ops)), self.written_lsn()
                         except StaleEpoch as exc:
-                            answers.put(("stale", str(exc)), None)
-                        # Not kept while this thread waits for the next call: its
-                        # arguments (a bulk load's share: a gigabyte).
+                            answer, lsn = ("stale", str(exc)), None
+                        # Dropped before the answer leaves, not after: the caller may
+                        # count on what it handed over (a bulk load's share: a
+                        # gigabyte) being gone once it has the answer.
                         del epoch, ops
+                        answers.put(answer, lsn)
+                        del answer
                 finally:  # the sender ends with the connection, however it ends
                     answers.close()
 
