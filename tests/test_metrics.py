@@ -9,11 +9,13 @@ import logging
 import urllib.request
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from clients import PSoupClient
-from clients.errors import PermissionDenied
+from clients.errors import NotFound, PermissionDenied, Unauthenticated
+from clients.flight import FlightIngester
 from psoup.server import ServerConfig, logs, start_server
 
 
@@ -82,6 +84,54 @@ def test_the_metrics_count_what_the_server_does(server, capsys) -> None:
         ("bob", "Ingest", "PERMISSION_DENIED"),
     }
     assert all(set(x) >= {"time", "level", "reason"} for x in refused)
+    assert not any("secret" in json.dumps(x) for x in lines)
+    logging.getLogger("psoup").handlers.clear()
+
+
+def test_flight_puts_are_counted_and_their_refusals_logged(tmp_path: Path, capsys) -> None:
+    logs.configure("info", "json")
+    tokens = tmp_path / "tokens"
+    tokens.write_text("alice:a-secret\nbob:b-secret\n")
+    srv = start_server(
+        ServerConfig(port=0, metrics_port=0, flight_port=0, auth_tokens_file=str(tokens))
+    )
+    try:
+        with PSoupClient(f"127.0.0.1:{srv.port}", token="a-secret") as alice:
+            alice.create_stream("r", {"a": "int", "t": "int"}, time="t")
+        target = f"127.0.0.1:{srv.flight_port}"
+        with FlightIngester(target, token="a-secret") as f:
+            for t0 in (0, 10):
+                f.insert("r", pa.table({"a": [1, 2, 3], "t": [t0, t0 + 1, t0 + 2]}))
+            with pytest.raises(NotFound):
+                f.insert("nowhere", pa.table({"a": [1], "t": [1]}))
+        for token, error in (("b-secret", PermissionDenied), ("nobody", Unauthenticated)):
+            with FlightIngester(target, token=token) as f, pytest.raises(error):
+                f.insert("r", pa.table({"a": [1], "t": [100]}))
+        m = _scrape(srv.metrics_port)
+    finally:
+        srv.stop(grace=1)
+    put = ("method", "DoPut")
+    assert m[("psoup_requests_total", (("client", "alice"), put))] == 3
+    assert m[("psoup_requests_total", (("client", "bob"), put))] == 1
+    assert m[("psoup_requests_total", (("client", "unauthenticated"), put))] == 1
+    assert m[("psoup_tuples_ingested_total", (("stream", "r"),))] == 6
+    assert m[("psoup_batches_total", (("stream", "r"),))] == 2
+    assert m[("psoup_denials_total", (("client", "bob"),))] == 1
+    assert m[("psoup_denials_total", (("client", "unauthenticated"),))] == 1
+    refusals = {
+        (client, code): m.get(("psoup_refused_total", (("client", client), ("code", code), put)))
+        for client, code in (("alice", "NOT_FOUND"), ("bob", "PERMISSION_DENIED"),
+                             ("unauthenticated", "UNAUTHENTICATED"))
+    }  # fmt: skip
+    assert set(refusals.values()) == {1}, refusals
+    lines = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
+    refused = [x for x in lines if x["event"] == "refused"]
+    assert {(x["client"], x["method"], x["code"]) for x in refused} == {
+        ("alice", "DoPut", "NOT_FOUND"),
+        ("bob", "DoPut", "PERMISSION_DENIED"),
+        ("unauthenticated", "DoPut", "UNAUTHENTICATED"),
+    }
+    assert all("nowhere" in x["reason"] for x in refused if x["code"] == "NOT_FOUND")
     assert not any("secret" in json.dumps(x) for x in lines)
     logging.getLogger("psoup").handlers.clear()
 

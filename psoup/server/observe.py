@@ -159,6 +159,7 @@ class Observer:
         ProcessCollector(registry=r)
         self._http = None
         self._arrived: list[Callable[[str], None]] = []
+        self._counters: dict[tuple[str, str], object] = {}  # (client, method) -> counter
 
     def on_request(self, hook: Callable[[str], None]) -> None:
         """Call ``hook(method)`` as each request arrives, before it runs."""
@@ -186,14 +187,32 @@ class Observer:
     def interceptor(self) -> grpc.ServerInterceptor:
         return _Interceptor(self)
 
-    def _outcome(self, client: str, method: str, context, start: float) -> None:
-        code = context.code()
+    def counted(self, client: str, method: str) -> None:
+        """Count a request of ``client`` for ``method`` (a gRPC method's name, or
+        ``DoPut`` for Arrow Flight ingest, psoup/server/flight.py). O(1): a pair's
+        counter is looked up once; bounded, as the clients are the server's tokens' ids
+        (or the two without one)."""
+        if (c := self._counters.get((client, method))) is None:
+            c = self._counters[(client, method)] = self.requests.labels(client, method)
+        c.inc()
+
+    def ended(
+        self,
+        client: str,
+        method: str,
+        code: grpc.StatusCode | None,
+        reason: str | bytes | None,
+        start: float,
+    ) -> None:
+        """Record how a request that began at ``start`` (``time.perf_counter()``) ended:
+        a refusal (any ``code`` but None and OK) is counted by client, method and code,
+        as a denial too for PERMISSION_DENIED and UNAUTHENTICATED, and logged once. O(1)."""
         if code is None or code == grpc.StatusCode.OK:
             return
         self.refused.labels(client, method, code.name).inc()
         if code in DENIALS:
             self.denials.labels(client).inc()
-        reason = context.details() or ""
+        reason = reason or ""
         if isinstance(reason, bytes):
             reason = reason.decode("utf-8", "replace")
         event(log, logging.INFO, "refused", f"refused {method} from {client}: {code.name}: "
@@ -209,7 +228,6 @@ class _Interceptor(grpc.ServerInterceptor):
     def __init__(self, observer: Observer):
         self.o = observer
         self._wrapped: dict[str, _Wrapped] = {}  # method path -> its wrapped handler
-        self._counters: dict[tuple[str, str], object] = {}  # (client, method) -> counter
 
     def intercept_service(self, continuation, details):
         if (wrapped := self._wrapped.get(details.method)) is None:
@@ -221,14 +239,8 @@ class _Interceptor(grpc.ServerInterceptor):
             hook(wrapped.method)
         return wrapped.handler
 
-    def _count(self, client: str, method: str) -> None:
-        # Bounded: the clients are the server's tokens' ids (or the two without one).
-        if (c := self._counters.get((client, method))) is None:
-            c = self._counters[(client, method)] = self.o.requests.labels(client, method)
-        c.inc()
-
     def _counted(self, handler: grpc.RpcMethodHandler, path: str) -> _Wrapped:
-        o, count = self.o, self._count
+        o, count = self.o, self.o.counted
         method = path.rsplit("/", 1)[-1]
 
         def unary(behavior):
@@ -239,7 +251,7 @@ class _Interceptor(grpc.ServerInterceptor):
                 try:
                     return behavior(request, context)
                 finally:
-                    o._outcome(client, method, context, start)
+                    o.ended(client, method, context.code(), context.details(), start)
 
             return run
 
@@ -251,7 +263,7 @@ class _Interceptor(grpc.ServerInterceptor):
                 try:
                     yield from behavior(request, context)
                 finally:
-                    o._outcome(client, method, context, start)
+                    o.ended(client, method, context.code(), context.details(), start)
 
             return run
 
