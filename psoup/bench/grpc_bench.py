@@ -97,6 +97,7 @@ def ingest_rates(
          "gRPC, --cpus 1 CPU t/s", "--cpus 1 CPU / in-process",
          "gRPC, --shards 1 t/s", "--shards 1 / in-process",
          "--shards 1 placed t/s", "--shards 1 placed / in-process",
+         "Arrow Flight, --shards 1 placed t/s", "Arrow Flight, --shards 1 placed / in-process",
          "engine process t/s", "engine process / in-process",
          "asyncio front t/s", "asyncio front / in-process"],
     )  # fmt: skip
@@ -123,7 +124,8 @@ def ingest_rates(
         )  # fmt: skip
         row: list = [rows, rows / (1e-6 * float(np.median(local_us)))]
         for name in ("gRPC", "Arrow Flight", "--cpus 1 CPU", "--shards 1", "--shards 1 placed",
-                     "engine process", "asyncio front"):  # fmt: skip
+                     "Arrow Flight, --shards 1 placed", "engine process",
+                     "asyncio front"):  # fmt: skip
             rate, ratio, ratios = runs.get(name, (None, None, []))
             row += [rate, ratio]
             if ratios:
@@ -156,8 +158,9 @@ def ingest_rates(
         f"on a core of its own: its front-end on CPU {_listed(ONE_CPU)} (`--cpus`), its "
         f"shard's process on CPU {_listed(ENGINE_CPU)} (`--shard-cpus`), and the client "
         f"kept on CPU {_listed(ONE_CPU)} beside the front-end (the load's `--cpus`, as "
-        "`taskset` would). 'engine process': the same client against the other design "
-        "at its leanest "
+        "`taskset` would). 'Arrow Flight, --shards 1 placed': that layout with the "
+        "client putting its batches over Flight, as in 'Arrow Flight'. 'engine process': "
+        "the same client against the other design at its leanest "
         "(psoup/bench/engine_process.py): a gRPC front that only forwards each request's "
         "bytes, undecoded, over a pipe to the engine in a process of its own, which decodes "
         "them and answers with the batch's counts; none of the server's checks, durability "
@@ -269,7 +272,8 @@ def _designs_at(
             srv.worker.call(lambda: _setup(srv.engine, consts))
             _settle(srv)
             if flight:
-                return rounds_of(f"127.0.0.1:{srv.flight_port}", name=name, mode="flight-ingest")
+                target = f"127.0.0.1:{srv.flight_port}"
+                return rounds_of(target, client_cpus, name, mode="flight-ingest")
             return rounds_of(f"127.0.0.1:{srv.port}", client_cpus, name)
         finally:
             srv.stop(grace=1)
@@ -285,6 +289,9 @@ def _designs_at(
         runs["--shards 1"] = on_server(shards=1)
         if ONE_CPU:
             runs["--shards 1 placed"] = on_server(ONE_CPU, 1, ENGINE_CPU, client_cpus=ONE_CPU)
+            runs["Arrow Flight, --shards 1 placed"] = on_server(
+                ONE_CPU, 1, ENGINE_CPU, client_cpus=ONE_CPU, flight=True
+            )
         with engine_process.front(functools.partial(_setup, consts=consts)) as f:
             cpu = f.stats()[0]
             runs["engine process"] = rounds_of(f"127.0.0.1:{f.port}")
