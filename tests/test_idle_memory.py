@@ -60,6 +60,10 @@ def test_engine_thread_drops_a_closure_once_it_is_done(worker, fails):
     if fails:
         assert isinstance(fut.exception(timeout=10), ValueError)
         del fut  # its exception's traceback holds the closure's frame: the caller's to drop
+        # The engine thread hands that same exception over and holds it until
+        # ``set_exception`` returns, which may be after this thread wakes; its next
+        # closure comes after it has let go of the last.
+        worker.submit(lambda: None).result(timeout=10)
     else:
         assert fut.result(timeout=10) == 1
     assert ref() is None, "the engine thread still holds its last closure"

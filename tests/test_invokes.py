@@ -428,6 +428,9 @@ def test_an_async_invoker_answers_as_async_unary_invokes_do(server, client) -> N
     handles = [client.register(q.format(s=s), {"x": 7}) for q in QUERIES]
     handles += [client.register(f"SELECT * FROM {s} BEGIN 0 END NOW"), "no-such-handle", ""]
     target = f"127.0.0.1:{server.port}"
+    # The calls of the tests before have ended on the server too: the invoker's call and
+    # the two below must find max_invoke_calls' places free.
+    assert _open_calls(server, 0) == 0
 
     async def scenario() -> None:
         async with AsyncPSoupClient(target, timeout=30) as c, c.invoker() as inv:
@@ -456,6 +459,9 @@ def test_an_async_invoker_answers_as_async_unary_invokes_do(server, client) -> N
                 await asyncio.to_thread(held.result, 30)
             assert inv._call is None
             assert (await inv.invoke(handles[2])).rows == (await c.invoke(handles[2])).rows
+            # The cancelled call's end reaches the server once its held invoke is done:
+            # until then it takes a place, and the first of the others would be refused.
+            assert await asyncio.to_thread(_open_calls, server, 1) == 1
             others = [c.invoker(retry_after=3600) for _ in range(2)]  # the limit is 2
             try:
                 for other in others:

@@ -588,6 +588,34 @@ def test_run_ingest_runs_here_when_idle_else_waits_its_turn_in_the_queue() -> No
     worker.stop()
 
 
+def test_worker_stops_while_a_caller_runs_a_closure_inline() -> None:
+    """A stop that comes while a closure runs on its caller's thread ends the engine
+    thread once that closure is done (the stop's wake-up found the engine busy)."""
+    worker = EngineWorker(ingest_limit=4)
+    running, gate = threading.Event(), threading.Event()
+    here = threading.get_ident()
+
+    def inline() -> int:
+        running.set()
+        gate.wait(30)
+        return threading.get_ident()
+
+    with ThreadPoolExecutor(1) as pool:
+        caller = pool.submit(worker.run_ingest, inline)
+        assert running.wait(10)
+        # A daemon thread: a stop that never returns fails the test instead of hanging it.
+        stopper = threading.Thread(target=worker.stop, daemon=True)
+        stopper.start()
+        while not worker._stopping:  # the stop has told the engine thread
+            running.wait(0.001)
+        gate.set()
+        ran_on, _ = caller.result(timeout=10)
+    stopper.join(10)
+    assert not stopper.is_alive(), "the stop waits for an engine thread that sleeps on"
+    assert ran_on != here and ran_on != worker._thread.ident  # the pool's thread ran it
+    assert not worker._thread.is_alive()
+
+
 def test_worker_takes_ingest_round_robin_over_clients() -> None:
     worker = EngineWorker(ingest_limit=10)
     gate, order = threading.Event(), []

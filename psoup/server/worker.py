@@ -117,14 +117,13 @@ class EngineWorker:
         self.heap.tick()
         with self._cond:
             self._busy = False
-            if self._urgent or self._ingest:
-                self._cond.notify()  # what was queued meanwhile waited for this
+            if self._urgent or self._ingest or self._stopping:
+                self._cond.notify()  # what was queued (or a stop) meanwhile waited for this
 
     def _next(self) -> tuple[Callable[[], Any], Future] | None:
         """The next closure: urgent first, else the first client's oldest batch (that
         client then goes to the back of the line). None once stopped and drained."""
         with self._cond:
-            self._busy = False  # the closure this thread took last is done
             while True:
                 if self._busy:  # a caller runs one inline (``call``)
                     self._cond.wait()
@@ -149,6 +148,7 @@ class EngineWorker:
             del item
             if not fut.set_running_or_notify_cancel():
                 del fn, fut
+                self._idle()
                 continue
             # The closure's CPU time on this thread, for the done callbacks (set_* runs
             # them here): ingest turns pause in proportion to it (psoup/server/turns.py).
@@ -159,12 +159,21 @@ class EngineWorker:
                 result, error = None, exc
             del fn  # before the waiter wakes: what it held is gone once the call is done
             fut.cpu_seconds = time.thread_time() - start
+            # Idle before the waiter wakes: a caller that has its answer finds the engine
+            # free and may run its next closure inline.
+            self._idle()
             if error is None:
                 fut.set_result(result)
             else:
                 fut.set_exception(error)
             del fut, result, error
             self.heap.tick()
+
+    def _idle(self) -> None:
+        """The engine thread is done with the closure it took (``_next``). Only this
+        thread clears what it set: an inline caller's claim is the caller's to end."""
+        with self._cond:
+            self._busy = False
 
     def stop(self) -> None:
         """Finish what is queued, then end the thread."""
