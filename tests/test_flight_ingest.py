@@ -290,3 +290,24 @@ def test_flight_into_a_sharded_server_lands_as_into_one_engine() -> None:
     finally:
         db.close()
         srv.stop(grace=1)
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "says"),
+    [
+        (fl.FlightCancelledError("the client went away"), "CANCELLED", "went away"),
+        (fl.FlightTimedOutError("too slow"), "DEADLINE_EXCEEDED", "too slow"),
+        (pa.ArrowInvalid("bad IPC"), "INVALID_ARGUMENT", "do not read: bad IPC"),
+        (pa.ArrowKeyError("k"), "INVALID_ARGUMENT", "do not read"),
+        (fl.FlightInternalError("odd"), "INTERNAL", "FlightInternalError: odd"),
+        (ValueError("v"), "INTERNAL", "internal error: ValueError: v"),
+    ],
+)
+def test_a_put_ends_with_the_status_its_error_names(exc, code: str, says: str) -> None:
+    """What a put's metrics and refusal log record, and the Flight error it raises: the
+    code of pyarrow's own errors kept, bytes that do not read INVALID_ARGUMENT, the rest
+    INTERNAL; the servicer's errors are the interceptor's (``status_of``)."""
+    from psoup.server.flight import put_status
+
+    got, message = put_status(exc)
+    assert got.name == code and says in message

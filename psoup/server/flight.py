@@ -73,6 +73,16 @@ _RAISED = {
     grpc.StatusCode.UNAVAILABLE: fl.FlightUnavailableError,
     grpc.StatusCode.UNIMPLEMENTED: pa.ArrowNotImplementedError,
     grpc.StatusCode.CANCELLED: fl.FlightCancelledError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: fl.FlightTimedOutError,
+}
+
+#: The gRPC code of each Flight error pyarrow itself raises (reading or writing a put).
+_CODE_OF = {
+    fl.FlightCancelledError: grpc.StatusCode.CANCELLED,
+    fl.FlightTimedOutError: grpc.StatusCode.DEADLINE_EXCEEDED,
+    fl.FlightUnavailableError: grpc.StatusCode.UNAVAILABLE,
+    fl.FlightUnauthenticatedError: grpc.StatusCode.UNAUTHENTICATED,
+    fl.FlightUnauthorizedError: grpc.StatusCode.PERMISSION_DENIED,
 }
 
 
@@ -156,12 +166,14 @@ class _Authenticate(fl.ServerMiddlewareFactory):
 
 def put_status(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     """The status a put that raised ``exc`` ends with: the servicer's for an Abort or an
-    engine error; INVALID_ARGUMENT for bytes that do not read as Arrow IPC; CANCELLED
-    when the client went away; INTERNAL for anything else."""
+    engine error; a Flight error's own (the client went away: CANCELLED);
+    INVALID_ARGUMENT for bytes that do not read as Arrow IPC; INTERNAL for anything
+    else."""
     if (status := status_of(exc)) is not None:
         return status
-    if isinstance(exc, fl.FlightCancelledError):
-        return grpc.StatusCode.CANCELLED, str(exc)
+    for kind, code in _CODE_OF.items():
+        if isinstance(exc, kind):
+            return code, str(exc)
     if isinstance(exc, pa.ArrowException) and not isinstance(exc, fl.FlightError):
         return grpc.StatusCode.INVALID_ARGUMENT, f"the record batches do not read: {exc}"
     return grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
