@@ -520,7 +520,17 @@ class DataSteM:
         B = self.block_rows
         n = len(seqs)
         CB = self.chunk_rows
-        if n and (n <= _FEW or n < _FEW_PER_CHUNK * (int(seqs[-1]) // CB - int(seqs[0]) // CB + 1)):
+        if n > _FEW:
+            c, c1 = int(seqs[0]) // CB, int(seqs[-1]) // CB
+            if c == c1 and plan.plain:
+                # The usual invoke (every column an int64 row of one chunk's matrix):
+                # one take, its rows the answer, decided before the general path's steps.
+                m = blocks[max(0, (c * CB - base) // B)].chunk[plan.span]
+                got = m.take(seqs - c * CB if c else seqs, axis=1, mode="wrap")
+                if frozen:
+                    got.setflags(write=False)
+                return list(got)
+        if n and (n <= _FEW or n < _FEW_PER_CHUNK * (c1 - c + 1)):
             # A handful of rows (an equality query's usual answer), or rows scattered
             # over many chunks: value by value costs less than the run-splitting and the
             # takes below, which are fixed costs per call and per chunk.
@@ -542,8 +552,7 @@ class DataSteM:
         wide = plan.wide
         if wide:
             together, viewed = plan.together, plan.viewed
-            c = int(seqs[0]) // CB
-            if c == int(seqs[-1]) // CB:  # one chunk (the usual window): no join
+            if c == c1:  # one chunk (the usual window): no join
                 chunk = blocks[max(0, (c * CB - base) // B)].chunk
                 joined = self._takes(plan, chunk, seqs - c * CB if c else seqs)
             else:

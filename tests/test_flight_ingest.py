@@ -251,6 +251,47 @@ def test_a_put_left_early_sends_no_more(grpc_client, flight) -> None:
     assert grpc_client.describe_stream(s).tuples_stored in (5 * len(made) - 5, 5 * len(made))
 
 
+@pytest.mark.ray
+def test_flight_into_a_sharded_server_lands_as_into_one_engine() -> None:
+    """The placed layout's door (``psoup serve --shards 1 --flight-port``): batches put
+    over Flight into a server whose engine is a Ray shard answer as one engine in this
+    process fed the same batches; a refused batch keeps the ones before it there too.
+    The server is a child process so its Ray instance never lives in the test process."""
+    import psoup
+
+    rng = np.random.default_rng(21)
+    db = psoup.connect()
+    try:
+        with (
+            ServerProcess("--shards", "1", "--flight-port", "0") as srv,
+            PSoupClient(srv.target, timeout=60) as c,
+            FlightIngester(srv.flight_target, batch_rows=150) as f,
+        ):
+            c.create_stream("s", SCHEMA, time="t", max_window=1000)
+            db.create_stream("s", SCHEMA, time="t", max_window=1000)
+            params = [{"lo": lo, "hi": lo + 9} for lo in (0, 17, 33)]
+            handles = [c.register(QUERY.format(s="s"), params=p) for p in params]
+            mine = [db.register(QUERY.format(s="s"), params=p) for p in params]
+            t0, stored = 0, 0
+            for _ in range(3):
+                cols = _columns(rng, int(rng.integers(200, 600)), t0)
+                t0 = int(cols["t"][-1])
+                assert f.insert("s", cols).count == len(cols["t"])
+                db.insert_columns("s", cols)
+                stored += len(cols["t"])
+            extra = _columns(rng, 20, t0 + 10)
+            late = _columns(rng, 20, 0)  # older than what is stored
+            with pytest.raises(InvalidArgument, match="batch 1"):
+                list(f.put("s", [pa.record_batch(extra), pa.record_batch(late)]))
+            db.insert_columns("s", extra)
+            assert c.describe_stream("s").tuples_stored == stored + 20
+            for h, m in zip(handles, mine, strict=True):
+                want = sorted(map(tuple, db.invoke(m).rows))
+                assert _rows(c, h) == want and want
+    finally:
+        db.close()
+
+
 @pytest.mark.parametrize(
     ("exc", "code", "says"),
     [

@@ -228,13 +228,20 @@ def _probe_and_expiry(batches, factors, time_factors, block_rows, keep, segment_
     st.integers(1, 5),
     st.integers(0, 400),
     st.integers(0, 300),
-    st.lists(st.sampled_from([None, 0, 1, 2, 3]), min_size=1, max_size=5),
+    st.lists(st.sampled_from([None, 0, 1, 2, 3]), min_size=1, max_size=5)
+    | st.sampled_from([[3, None], [0, 3, None]]),  # consecutive rows: one take's rows
     st.randoms(use_true_random=False),
+    st.booleans(),
+    st.booleans(),
 )
-def test_gather_matches_the_rows_across_blocks_and_chunks(block_rows, n, keep, cols, rnd) -> None:
+def test_gather_matches_the_rows_across_blocks_and_chunks(
+    block_rows, n, keep, cols, rnd, frozen, one_chunk
+) -> None:
     """gather_at of any stored seqs, for any columns in any order (the 8-byte ones in
     the chunks' matrices, consecutive or not, strings per block, tuple ids) gives the
-    rows' values, across block and chunk boundaries and after expiry."""
+    rows' values, across block and chunk boundaries and after expiry; ``frozen``, each
+    array read-only. ``one_chunk``: the seqs in one chunk (an invoke's usual window, which
+    has a path of its own)."""
     schema = Schema(("t", "s", "x", "a"), ("int", "str", "float", "int"), "t")
     stem = DataSteM(schema, block_rows=block_rows)
     rows = [(i // 3, f"v{i}", i / 4, 7 * i - 100, 1000 + i) for i in range(n)]
@@ -248,10 +255,14 @@ def test_gather_matches_the_rows_across_blocks_and_chunks(block_rows, n, keep, c
     stem.expire(max(0, (n - keep) // 3))
     stem._check()
     stored = list(range(stem.start_seq, stem.end_seq))
+    if one_chunk and stored:
+        c = rnd.choice(stored) // stem.chunk_rows
+        stored = [q for q in stored if q // stem.chunk_rows == c]
     seqs = sorted(rnd.sample(stored, rnd.randint(0, len(stored))))
-    got = stem.gather_at(cols, np.array(seqs, dtype=np.int64))
+    got = stem.gather_at(cols, np.array(seqs, dtype=np.int64), frozen=frozen)
     for c, arr in zip(cols, got, strict=True):
         assert arr.tolist() == [rows[q][4 if c is None else c] for q in seqs], (c, seqs)
+        assert arr.flags.writeable is not frozen
 
 
 def test_an_expired_chunk_is_reused_only_when_nothing_reads_it() -> None:
