@@ -525,8 +525,8 @@ class DataSteM:
             if c == c1 and plan.plain:
                 # The usual invoke (every column an int64 row of one chunk's matrix):
                 # one take, its rows the answer, decided before the general path's steps.
-                m = blocks[max(0, (c * CB - base) // B)].chunk[plan.span]
-                got = m.take(seqs - c * CB if c else seqs, axis=1, mode="wrap")
+                chunk = blocks[max(0, (c * CB - base) // B)].chunk
+                got = self._takes(plan, chunk, seqs - c * CB if c else seqs)[0]
                 if frozen:
                     got.setflags(write=False)
                 return list(got)
