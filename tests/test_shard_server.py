@@ -173,3 +173,46 @@ def test_read_stream_and_metrics_of_a_sharded_server() -> None:
             assert m[("psoup_tuples_stored", (("stream", "r"),))] == len(rows)
     finally:
         srv.stop(grace=1)
+
+
+_EMBEDDED = """
+import os, sys
+import ray
+from psoup.server import ServerConfig, start_server
+
+def children():
+    # This process's live children (Ray's own processes, when it started them).
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(stat[1]) == os.getpid() and stat[0] != "Z":
+            out.append(pid)
+    return out
+
+if sys.argv[1] == "mine":
+    ray.init(include_dashboard=False, log_to_driver=False, namespace="caller")
+srv = start_server(ServerConfig(port=0, shards=1))
+during = len(children())
+srv.worker.call(lambda: srv.engine.create_stream("r", {"a": "int", "t": "int"}, time="t"))
+srv.stop(grace=1)
+print(ray.is_initialized(), during > 0, len(children()))
+"""
+
+
+@pytest.mark.parametrize("ray_of", ["server", "mine"])
+def test_an_embedded_sharded_server_leaves_ray_as_it_found_it(ray_of) -> None:
+    """``start_server(shards=1)`` in a process: its ``stop`` ends the Ray connection and
+    the Ray instance the server started (no Ray process left a child of this one); a Ray
+    connection the caller made before is the caller's and stays."""
+    run = subprocess.run([sys.executable, "-c", _EMBEDDED, ray_of],
+                         capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    connected, had_children, children_left = run.stdout.split()
+    assert had_children == "True"
+    if ray_of == "mine":
+        assert connected == "True"
+    else:
+        assert (connected, children_left) == ("False", "0")

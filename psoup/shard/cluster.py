@@ -22,6 +22,8 @@ import logging
 import os
 import re
 import secrets
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from psoup.pinning import pin_process
@@ -61,14 +63,17 @@ class RayTransport:
     """One shard actor: Ray places, restarts and introduces it (``hello``, ``status``,
     ``close`` are Ray calls); the operations go over the socket it serves
     (``Shard.listen``), in order, answers read back in order. A closed connection, or
-    one silent while Ray says the shard has a new epoch or is gone, is ``Lost``."""
+    one silent while Ray says the shard has a new epoch or is gone, is ``Lost``.
+    ``on_close``: called once the actor is ended (``start_shards``'s count of the shards
+    on the Ray it connected to)."""
 
     POLL = 5.0  # seconds of silence before Ray is asked whether the shard is alive
 
-    def __init__(self, actor):
+    def __init__(self, actor, on_close: Callable[[], None] | None = None):
         self.actor = actor
         self.conn = None
         self.epoch = ""
+        self._on_close = on_close
 
     def hello(self, timeout: float):
         from multiprocessing.connection import Client
@@ -118,9 +123,14 @@ class RayTransport:
         if self.conn is not None:
             with contextlib.suppress(OSError):
                 self.conn.close()
-        with contextlib.suppress(Exception):  # already gone: nothing to close
-            ray.get(self.actor.close.remote(), timeout=60)
-        ray.kill(self.actor, no_restart=True)
+        try:
+            with contextlib.suppress(Exception):  # already gone: nothing to close
+                ray.get(self.actor.close.remote(), timeout=60)
+            ray.kill(self.actor, no_restart=True)
+        finally:
+            done, self._on_close = self._on_close, None
+            if done is not None:
+                done()
 
 
 def shard_dir(data_dir: str | Path, k: int) -> Path:
@@ -135,6 +145,14 @@ def namespace_for(data_dir: str | None) -> str:
         return f"psoup-mem-{os.getpid()}-{secrets.token_hex(4)}"
     digest = hashlib.sha1(str(Path(data_dir).resolve()).encode()).hexdigest()[:12]
     return f"psoup-{digest}"
+
+
+#: Shards ``start_shards`` made on a Ray connection of this process's own (``init_ray``
+#: made it) and not yet closed: the last one's close ends the connection, and with it
+#: the Ray instance it started, so an embedded server's ``stop`` leaves no Ray behind.
+#: A connection the caller made (``ray.init`` before) is the caller's to end.
+_ours = {"connected": False, "shards": 0}
+_ours_lock = threading.Lock()
 
 
 def init_ray(address: str | None, data_dir: str | None, namespace: str) -> None:
@@ -168,6 +186,21 @@ def init_ray(address: str | None, data_dir: str | None, namespace: str) -> None:
             raise
         ray.shutdown()
         ray.init(address=address, **kwargs)
+    with _ours_lock:
+        _ours["connected"] = True
+
+
+def _shard_closed() -> None:
+    """One of ``start_shards``'s shards was closed: end this process's own Ray
+    connection after its last."""
+    import ray
+
+    with _ours_lock:
+        _ours["shards"] -= 1
+        if _ours["shards"] or not _ours["connected"]:
+            return
+        _ours["connected"] = False
+    ray.shutdown()
 
 
 def start_shards(
@@ -203,10 +236,20 @@ def start_shards(
         actor = actor_class.options(**opts).remote(
             k, where, sync, strategy, checkpoint_phase=k / n, cpus=cpus, **engine_options
         )
+        with _ours_lock:
+            own = _ours["connected"]
+            _ours["shards"] += own
+        transport = RayTransport(actor, _shard_closed if own else None)
         try:
-            channels.append(Channel(k, RayTransport(actor)))
-        except ray.exceptions.RayActorError as err:
-            if not err.actor_init_failed:
+            channels.append(Channel(k, transport))
+        except Exception as err:
+            # The shards started so far end with this one, as the server will not run.
+            for end in [f for ch in channels for f in (ch.close, ch.transport.close)]:
+                with contextlib.suppress(Exception):
+                    end()
+            with contextlib.suppress(Exception):
+                transport.close()
+            if not isinstance(err, ray.exceptions.RayActorError) or not err.actor_init_failed:
                 raise
             raise RuntimeError(f"shard {k} did not start: {_init_error(err)}") from None
     return channels
