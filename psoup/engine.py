@@ -84,6 +84,9 @@ class Stream:
     # the file rather than write them again). Set by a shard's ``replace_contents``.
     loaded: tuple | None = field(default=None, repr=False, compare=False)
     _visible: tuple | None = field(default=None, repr=False, compare=False)
+    # NOW's windows placed for the stored rows as they stand: (stem, its version,
+    # last_ts, {window shape: (now, bounds, s, e)}), shared by the queries of one shape.
+    placed: tuple = field(default=(None, -1, None, None), repr=False, compare=False)
 
     def visible_from(self) -> int:
         """First seq still visible under the retention horizon. O(log n), O(1) again
@@ -1275,7 +1278,9 @@ class Engine:
         rows = strat.selection_rows
         of_arrays = Result.of_owned_arrays
 
-        def read(now, since: int = 0) -> Result:
+        shape = (at0, b0, at1, b1)
+
+        def place(now, since: int = 0) -> tuple:
             if now is None:
                 now = st.last_ts
             if now is None and (at0 or at1):
@@ -1285,7 +1290,23 @@ class Engine:
                 bounds = (lo, hi)
                 if not (INT64_MIN <= lo <= INT64_MAX and INT64_MIN <= hi <= INT64_MAX):
                     bounds = _clamped(bounds)  # (rare: a call saved on every invoke)
-            s, e = st.seqs_in(bounds, since)
+            return (now, bounds, *st.seqs_in(bounds, since))
+
+        def read(now, since: int = 0) -> Result:
+            if now is None and not since:
+                # NOW's window is placed once per state of the stream and shape of window
+                # (all the queries of that shape share it), not at every invoke.
+                stem, p = st.stem, st.placed
+                if p[0] is not stem or p[1] != stem.version or p[2] != st.last_ts:
+                    p = st.placed = (stem, stem.version, st.last_ts, {})
+                got = p[3].get(shape)
+                if got is None:
+                    got = place(None)
+                    if len(p[3]) < 64:  # a handful of shapes in use; bounded anyway
+                        p[3][shape] = got
+                now, bounds, s, e = got
+            else:
+                now, bounds, s, e = place(now, since)
             if local is not None:  # NoMat: run the query over the window
                 seqs = st.stem.probe(local, s, e) if s < e else _NO_SEQS
             else:
@@ -1333,7 +1354,8 @@ class Engine:
         with_tids = keys is not None and not spec.is_aggregate
         got = st.stem.gather_at((*q.read_at, None) if with_tids else q.read_at, seqs)
         if with_tids:
-            keys.append(got.pop())
+            *got, tids = got
+            keys.append(tids)
         values = dict(zip(attrs, got, strict=True))
 
         def fetch(item):

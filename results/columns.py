@@ -93,6 +93,11 @@ class KeptCopies:
             victim._cache = None
             self.nbytes -= size
 
+    def touch(self, col: SelectionColumn) -> None:
+        """``col`` was read and its copy is as it was: now the most recently read. O(1)."""
+        if col in self._lru:  # else a small copy, not counted
+            self._lru.move_to_end(col)
+
     def forget(self, col: SelectionColumn) -> None:
         """``col`` dropped its copy (or is dropped). O(1)."""
         size = self._lru.pop(col, None)
@@ -280,6 +285,18 @@ class SelectionColumn:
         """
         if s >= e:
             return _EMPTY
+        c = self._cache
+        if (
+            c is not None
+            and c[1] == s
+            and c[2] == e
+            and c[0] == self.log.epoch
+            and not len(self._backfill)
+        ):
+            # The same window read again with no row stored since (an invoke repeated):
+            # the copy is the answer, with no slice or new cache entry.
+            self._copies.touch(self)
+            return c[3]
         kept, first, upto = self._kept(s, e)
         # The copy holds [first, upto), first <= s and upto >= e: an end that is the
         # copy's own needs no search (a read usually ends where the copy does).

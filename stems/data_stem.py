@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import sys
 from collections.abc import Sequence
 
@@ -167,7 +168,9 @@ class _GatherPlan:
     which are rows of the chunks' matrices (``wide``, with their rows, and whether those
     are consecutive), and which are object columns stored per block (``narrow``)."""
 
-    __slots__ = ("dtypes", "narrow", "plain", "rows", "span", "together", "viewed", "wide")
+    __slots__ = (
+        "dtypes", "narrow", "plain", "rows", "span", "split", "together", "viewed", "wide",
+    )  # fmt: skip
 
     def __init__(self, schema: Schema, row_of: dict[int, int], cols: tuple[int | None, ...]):
         names = schema.names
@@ -183,6 +186,10 @@ class _GatherPlan:
         self.viewed = [np.dtype(d) != np.int64 for d in self.dtypes]
         # Every column an int64 row taken together: the take's rows are the answer.
         self.plain = self.together and not self.narrow and not any(self.viewed)
+        # A take's matrix -> its rows as a tuple of views: an itemgetter makes them in
+        # half the time of iterating the matrix (~0.3 against ~0.55 µs for five).
+        k = len(self.wide)
+        self.split = operator.itemgetter(*range(k)) if k > 1 else lambda m: tuple(m)
 
 
 class DataSteM:
@@ -219,8 +226,11 @@ class DataSteM:
         # Unique in this process: (uid, start_seq, end_seq) names the stored rows exactly,
         # since rows are only appended at the end and expired from the front.
         self.uid = next(_UIDS)
-        # Where windows begin, for the rows stored now: ((start, end), {lo: seq}).
-        self._starts: tuple[tuple[int, int] | None, dict] = (None, {})
+        # Counts the appends and expiries that changed the rows: equal versions of one
+        # stem hold the same rows (what a cached placement of a window checks).
+        self.version = 0
+        # Where windows begin, for the rows stored now: (version, {lo: seq}).
+        self._starts: tuple[int, dict] = (-1, {})
         # Kept as blocks and indexes come and go, so Stats costs O(1) per stream, not a
         # walk over every block on the engine thread (2-4 ms for ten million-row streams,
         # which an invoke arriving meanwhile waited out): bytes held, and per attribute
@@ -309,6 +319,7 @@ class DataSteM:
             blk.last = blk.cols[self._ti][blk.n - 1].item()
             done += take
             self._end += take
+        self.version += 1
         return first
 
     def _reuse(self) -> np.ndarray | None:
@@ -341,6 +352,7 @@ class DataSteM:
                 self._bytes -= _block_bytes(b)
             gone = blocks[k - 1].chunk
             del blocks[:k]
+            self.version += 1
             if not blocks or blocks[0].chunk is not gone:
                 self._spare = gone  # every block of it expired
             base = blocks[0].first if blocks else self._end
@@ -404,9 +416,8 @@ class DataSteM:
         blocks = self._blocks
         if not blocks:
             return self._end, self._end
-        version = (blocks[0].first, self._end)
-        if self._starts[0] != version:
-            self._starts = (version, {})
+        if self._starts[0] != self.version:
+            self._starts = (self.version, {})
         found = self._starts[1]
         s = found.get(lo)
         if s is None:
@@ -506,7 +517,7 @@ class DataSteM:
 
     def gather_at(
         self, cols: Sequence[int | None], seqs: np.ndarray, frozen: bool = False
-    ) -> list[np.ndarray]:
+    ) -> Sequence[np.ndarray]:
         """The values of the attributes at positions ``cols`` (schema order numbers;
         None: the tuple ids) at the given stored, ascending seqs, one array each, fresh.
         ``frozen``: the arrays come read-only (an invoke's result), one flag per take.
@@ -521,7 +532,7 @@ class DataSteM:
         n = len(seqs)
         CB = self.chunk_rows
         if n > _FEW:
-            c, c1 = int(seqs[0]) // CB, int(seqs[-1]) // CB
+            c, c1 = seqs.item(0) // CB, seqs.item(-1) // CB
             if c == c1 and plan.plain:
                 # The usual invoke (every column an int64 row of one chunk's matrix):
                 # one take, its rows the answer, decided before the general path's steps.
@@ -529,7 +540,7 @@ class DataSteM:
                 got = self._takes(plan, chunk, seqs - c * CB if c else seqs)[0]
                 if frozen:
                     got.setflags(write=False)
-                return list(got)
+                return plan.split(got)
         if n and (n <= _FEW or n < _FEW_PER_CHUNK * (c1 - c + 1)):
             # A handful of rows (an equality query's usual answer), or rows scattered
             # over many chunks: value by value costs less than the run-splitting and the
