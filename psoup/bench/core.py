@@ -430,7 +430,7 @@ def table2_params(rng: np.random.Generator, k: int) -> dict[str, int]:
     return out
 
 
-def paper_table2(queries: int, seed: int, rounds: int = 7) -> Section:
+def paper_table2(queries: int, seed: int, rounds: int = 21) -> Section:
     """Invoke time with 1, 2 and 4 conjoined interval predicates at a window of 2^15
     tuples, per strategy, the result taken as columns, beside the paper's Table 2. Each
     query's time is its best of ``rounds`` rounds, and each round times every strategy
