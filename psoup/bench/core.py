@@ -19,7 +19,6 @@ Every variant runs in this one process, side by side, on the same generated data
 from __future__ import annotations
 
 import gc
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ EQ_DOMAIN = 65_536
 EQ_QUERY = "SELECT * FROM r WHERE r.a = :c BEGIN NOW - 9999 END NOW"
 PAPER_ATTRS = ("a", "b", "c", "d")
 PAPER_WINDOW = 1000
+PAPER_ROUNDS = 5  # the paper workload's measured batches come in rounds of each path
 PAPER_QUERY = "SELECT * FROM r WHERE r.{attr} BETWEEN :lo AND :hi BEGIN NOW - 999 END NOW"
 
 
@@ -206,38 +206,50 @@ def paper_workload(sizes: list[int], warm: int, measured: int, seed: int) -> Sec
             return {a: rng.integers(0, 256, m) for a in PAPER_ATTRS}
 
         batches = _batches(rng, make, warm + 2 * measured, 0)
-        # The same workload through the row API (Python tuples, as a client without numpy
-        # sends them): the next batches as rows, made before the clock starts.
-        rows = [
-            list(zip(*(b[a].tolist() for a in (*PAPER_ATTRS, "t")), strict=True))
-            for b in batches[warm + measured :]
-        ]
-        batches = batches[: warm + measured]
-        with tqdm(
-            total=warm + 2 * measured, desc=f"shared, {n} queries", unit="batch", leave=False
-        ) as bar:
-            _ingest(db, batches[:warm], bar)
-            before = db.stats()["matches_marked"]
-            secs = _ingest(db, batches[warm:], bar)
-            marked = db.stats()["matches_marked"] - before
-            start = time.perf_counter()
-            for r in rows:
-                db.insert("r", r)
-                bar.update(1)
-            row_secs = time.perf_counter() - start
-        db.close()
-        tuples = measured * BATCH
+        # Measured in rounds, each of `per` batches through each path in turn, so that a
+        # slow spell of the machine falls on all three; a path's rate is its median
+        # round's. The row API (Python tuples, as a client without numpy sends them) takes
+        # the next `per` batches of the stream after the shared path's, as rows made
+        # before the clock starts; the unshared baseline takes the shared path's.
+        per = max(1, measured // PAPER_ROUNDS)
+        spans = [(warm + 2 * r * per, warm + (2 * r + 1) * per) for r in range(PAPER_ROUNDS)]
+        rows = {
+            a: [
+                list(zip(*(b[c].tolist() for c in (*PAPER_ATTRS, "t")), strict=True))
+                for b in batches[z : z + per]
+            ]
+            for a, z in spans
+        }
         base = Unshared(queries, PAPER_WINDOW)
         for cols in batches[:warm]:
             base.insert(cols)
-        start = time.perf_counter()
-        for cols in tqdm(batches[warm:], desc=f"unshared, {n} queries", unit="batch", leave=False):
-            base.insert(cols)
-        base_secs = time.perf_counter() - start
+        secs, row_secs, base_secs, marked = [], [], [], 0
+        with tqdm(
+            total=warm + 2 * PAPER_ROUNDS * per,
+            desc=f"{n} queries: shared, row API, unshared",
+            unit="batch",
+            leave=False,
+        ) as bar:
+            _ingest(db, batches[:warm], bar)
+            for a, z in spans:
+                before = db.stats()["matches_marked"]
+                secs.append(_ingest(db, batches[a:z], bar))
+                marked += db.stats()["matches_marked"] - before
+                start = time.perf_counter()
+                for r in rows[a]:
+                    db.insert("r", r)
+                    bar.update(1)
+                row_secs.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                for cols in batches[a:z]:
+                    base.insert(cols)
+                base_secs.append(time.perf_counter() - start)
+        db.close()
+        tuples = per * BATCH
         loop_rate = _per_tuple_rate(queries, batches[-1], max(50, min(BATCH, 200_000 // n)))
-        shared.append(tuples / secs)
-        by_rows.append(tuples / row_secs)
-        unshared.append(tuples / base_secs)
+        shared.append(tuples / float(np.median(secs)))
+        by_rows.append(tuples / float(np.median(row_secs)))
+        unshared.append(tuples / float(np.median(base_secs)))
         naive.append(loop_rate)
         sec.rows.append(
             [
@@ -248,18 +260,20 @@ def paper_workload(sizes: list[int], warm: int, measured: int, seed: int) -> Sec
                 shared[-1] / unshared[-1],
                 loop_rate,
                 shared[-1] / loop_rate,
-                marked / tuples,
+                marked / (tuples * PAPER_ROUNDS),
             ]
         )
     sec.notes.append(
-        f"{measured} batches of {BATCH} tuples after {warm} warm-up batches. Constants are "
+        f"{PAPER_ROUNDS} rounds of {max(1, measured // PAPER_ROUNDS)} batches of {BATCH} "
+        f"tuples through each path in turn, after {warm} warm-up batches; a path's rate is "
+        "its median round's. Constants are "
         "multiples of 32 with probability 0.2, else uniform in [0,255]; each query is an "
         "interval on one of the 4 attributes, chosen uniformly. 'unshared' tests each query "
         "on its own with one vectorised numpy comparison per query and batch and appends to "
         "the query's own bitmap; 'per-tuple loop' is the naive evaluation of every query "
         "against every tuple in Python (measured on a sample of one batch). 'row API' is "
-        "shared again, over the next batches given as Python tuples (`insert`), not as "
-        "columns."
+        "shared again, over the next batches of the stream given as Python tuples "
+        "(`insert`), not as columns."
     )
     sec.plots.append("core_paper_workload.png")
     sec.series = {  # type: ignore[attr-defined]
@@ -435,11 +449,12 @@ def paper_table2(queries: int, seed: int, rounds: int = 21) -> Section:
     tuples, per strategy, the result taken as columns, beside the paper's Table 2. Each
     query's time is its best of ``rounds`` rounds, and each round times every strategy
     (in turn, the order rotating), so that a slow spell of the machine falls on all of
-    them rather than on the one measured during it."""
+    them rather than on the one measured during it; the median of its rounds is shown
+    too."""
     sec = Section(
         "The paper's Table 2: invoke time by interval predicates (window 2^15)",
         ["predicates", "strategy", "ms p50", "ms mean", "first ms p50", "paper ms",
-         "vs paper", "nomat/this", "rows"],
+         "vs paper", "nomat/this", "rows", "rounds' median ms p50", "nomat/this by it"],
     )  # fmt: skip
     rng = np.random.default_rng(seed)
     total = TABLE2_WINDOW + 4 * BATCH
@@ -459,14 +474,14 @@ def paper_table2(queries: int, seed: int, rounds: int = 21) -> Section:
         with tqdm(total=len(batches), desc=f"{strategy}: ingest", unit="batch", leave=False) as bar:
             rates[strategy] = total / _ingest(db, batches, bar)
         dbs[strategy] = db, handles
-    # best[strategy][i]: query i's best time so far
-    best = {strategy: [math.inf] * len(plan) for strategy in STRATEGY_NAMES}
+    # taken[strategy][i]: query i's timed invoke in each round
+    taken = {strategy: [[] for _ in plan] for strategy in STRATEGY_NAMES}
     order = list(STRATEGY_NAMES)
     with tqdm(total=rounds * len(order) * len(plan), desc="invoke", leave=False) as bar:
         for r in range(rounds):
             for strategy in order[r % len(order) :] + order[: r % len(order)]:
                 db, handles = dbs[strategy]
-                mine = best[strategy]
+                mine = taken[strategy]
                 for i, ((k, _), h) in enumerate(zip(plan, handles, strict=True)):
                     start = time.perf_counter()
                     _ = db.invoke(h).arrays  # warms caches and NoMat's per-block indexes
@@ -475,31 +490,36 @@ def paper_table2(queries: int, seed: int, rounds: int = 21) -> Section:
                         firsts.setdefault((strategy, k), []).append(took)
                     start = time.perf_counter()
                     arrays = db.invoke(h).arrays
-                    mine[i] = min(mine[i], time.perf_counter() - start)
+                    mine[i].append(time.perf_counter() - start)
                     if r == 0 and strategy == "psoup-p":
                         sizes.setdefault(k, []).append(len(arrays[0]))
                 bar.update(len(plan))
     for db, _ in dbs.values():
         db.close()
-    times: dict[tuple[str, int], list[float]] = {}
-    for strategy, mine in best.items():
+    times: dict[tuple[str, int], list[float]] = {}  # per query its best round
+    medians: dict[tuple[str, int], list[float]] = {}  # and the median of its rounds
+    for strategy, mine in taken.items():
         for (k, _), t in zip(plan, mine, strict=True):
-            times.setdefault((strategy, k), []).append(t)
+            times.setdefault((strategy, k), []).append(min(t))
+            medians.setdefault((strategy, k), []).append(float(np.median(t)))
     for k, paper in PAPER_TABLE2.items():
         nomat = 1e3 * float(np.median(times[("nomat", k)]))
+        nomat_med = 1e3 * float(np.median(medians[("nomat", k)]))
         for strategy in STRATEGY_NAMES:
             ms = [1e3 * t for t in times[(strategy, k)]]
             p50 = float(np.median(ms))
+            med = 1e3 * float(np.median(medians[(strategy, k)]))
             first = 1e3 * float(np.median(firsts[(strategy, k)]))
             sec.rows.append([k, strategy, p50, float(np.mean(ms)), first, paper[strategy],
                              p50 / paper[strategy], nomat / p50,
-                             float(np.mean(sizes[k]))])  # fmt: skip
+                             float(np.mean(sizes[k])), med, nomat_med / med])  # fmt: skip
     sec.notes.append(
         f"{queries} queries per predicate count, each invoked once to warm up and once timed "
         f"right after, in each of {rounds} rounds (its time the best of them; each round "
-        "times all three strategies, in an order that rotates), with no tuple between (so "
-        "PSoup-P's read is a slice of its column's kept copy of what the first read "
-        "found; 'first ms p50' is the first invoke, "
+        "times all three strategies, in an order that rotates; 'rounds' median' takes each "
+        "query's median round instead), with no tuple between (so PSoup-P's read is its "
+        "column's kept copy of what the first read found; 'first ms p50' is the first "
+        "invoke, "
         "which reads the window's bitmaps and log blocks, and under NoMat may build an index "
         "run); "
         f"{total:,} tuples of 4 int attributes uniform in [0,255], window and max_window "
