@@ -84,8 +84,9 @@ class Stream:
     # the file rather than write them again). Set by a shard's ``replace_contents``.
     loaded: tuple | None = field(default=None, repr=False, compare=False)
     _visible: tuple | None = field(default=None, repr=False, compare=False)
-    # NOW's windows placed for the stored rows as they stand: (stem, its version,
-    # last_ts, {window shape: (now, bounds, s, e)}), shared by the queries of one shape.
+    # NOW's windows placed for the stored rows as they stand: (stem uid, its version,
+    # last_ts, {window shape: (now, bounds, s, e)}), shared by the queries of one shape
+    # (``Engine._selection_reader``; ``_place``).
     placed: tuple = field(default=(None, -1, None, None), repr=False, compare=False)
 
     def visible_from(self) -> int:
@@ -1270,43 +1271,29 @@ class Engine:
         columns, types = spec.columns, spec.types
         out_at = self._out_at(q, st)
         begin, end = spec.window.begin, spec.window.end
-        b0, b1 = begin.value, end.value
         at0, at1 = begin.kind == "now", end.kind == "now"
+        shape = (at0, begin.value, at1, end.value)
         strat = self.strategy
         local = q.plan.local[0] if isinstance(strat, NoMat) else None
         keeps = isinstance(strat, PSoupC)
         rows = strat.selection_rows
         of_arrays = Result.of_owned_arrays
 
-        shape = (at0, b0, at1, b1)
-
-        def place(now, since: int = 0) -> tuple:
-            if now is None:
-                now = st.last_ts
-            if now is None and (at0 or at1):
-                bounds = None
-            else:
-                lo, hi = now + b0 if at0 else b0, now + b1 if at1 else b1
-                bounds = (lo, hi)
-                if not (INT64_MIN <= lo <= INT64_MAX and INT64_MIN <= hi <= INT64_MAX):
-                    bounds = _clamped(bounds)  # (rare: a call saved on every invoke)
-            return (now, bounds, *st.seqs_in(bounds, since))
-
         def read(now, since: int = 0) -> Result:
             if now is None and not since:
                 # NOW's window is placed once per state of the stream and shape of window
                 # (all the queries of that shape share it), not at every invoke.
                 stem, p = st.stem, st.placed
-                if p[0] is not stem or p[1] != stem.version or p[2] != st.last_ts:
-                    p = st.placed = (stem, stem.version, st.last_ts, {})
+                if p[0] != stem.uid or p[1] != stem.version or p[2] != st.last_ts:
+                    p = st.placed = (stem.uid, stem.version, st.last_ts, {})
                 got = p[3].get(shape)
                 if got is None:
-                    got = place(None)
+                    got = _place(st, shape, None)
                     if len(p[3]) < 64:  # a handful of shapes in use; bounded anyway
                         p[3][shape] = got
                 now, bounds, s, e = got
             else:
-                now, bounds, s, e = place(now, since)
+                now, bounds, s, e = _place(st, shape, now, since)
             if local is not None:  # NoMat: run the query over the window
                 seqs = st.stem.probe(local, s, e) if s < e else _NO_SEQS
             else:
@@ -1316,8 +1303,9 @@ class Engine:
                     # slice of each (views that never change), not a gather.
                     return of_arrays(columns, types, kept, now, bounds)
                 seqs = rows(entry, name, s, e) if s < e else _NO_SEQS
-            arrays = st.stem.gather_at(out_at, seqs, frozen=True)
-            return of_arrays(columns, types, arrays, now, bounds, frozen=True)
+            # frozen=True, positional: ~0.2 µs less for the two calls
+            arrays = st.stem.gather_at(out_at, seqs, True)
+            return of_arrays(columns, types, arrays, now, bounds, True)
 
         return read
 
@@ -1488,6 +1476,10 @@ class Engine:
         with self.lock:
             for st in self.streams.values():
                 st.stem._check()
+                p = st.placed  # the kept placements, while current, are as placed anew
+                if (p[0], p[1], p[2]) == (st.stem.uid, st.stem.version, st.last_ts):
+                    for shape, got in p[3].items():
+                        assert got == _place(st, shape, None), "a kept placement differs"
             self.qstem._check()
             self.strategy.results._check()
             if isinstance(self.strategy, PSoupC):
@@ -1515,6 +1507,24 @@ class Engine:
 
 _NO_SEQS = np.empty(0, np.int64)
 _NO_SEQS.setflags(write=False)
+
+
+def _place(st: Stream, shape: tuple, now, since: int = 0) -> tuple:
+    """``(now, bounds, s, e)``: NOW (None: the stream's clock), the window of ``shape``
+    (``(at0, b0, at1, b1)``: an end is NOW plus its constant when its flag is set, else
+    the constant) placed at it (None when it needs a NOW there is not), and the visible
+    stored seqs ``[s, e)`` inside it from ``since`` on. O(log n)."""
+    at0, b0, at1, b1 = shape
+    if now is None:
+        now = st.last_ts
+    if now is None and (at0 or at1):
+        bounds = None
+    else:
+        lo, hi = now + b0 if at0 else b0, now + b1 if at1 else b1
+        bounds = (lo, hi)
+        if not (INT64_MIN <= lo <= INT64_MAX and INT64_MIN <= hi <= INT64_MAX):
+            bounds = _clamped(bounds)  # (rare: a call saved on every invoke)
+    return (now, bounds, *st.seqs_in(bounds, since))
 
 
 def _clamped(bounds: tuple | None) -> tuple | None:

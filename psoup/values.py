@@ -153,7 +153,7 @@ class Result:
         invoke of a few rows notices."""
         if not frozen:
             for a in arrays:
-                a.setflags(write=False)  # half the cost of the flags attribute
+                a.setflags(False)  # write=False: half the cost of the flags attribute
         self = cls.__new__(cls)
         self.columns, self.types, self.now, self.window = columns, types, now, window
         self._arrays = tuple(arrays)

@@ -539,7 +539,7 @@ class DataSteM:
                 chunk = blocks[max(0, (c * CB - base) // B)].chunk
                 got = self._takes(plan, chunk, seqs - c * CB if c else seqs)[0]
                 if frozen:
-                    got.setflags(write=False)
+                    got.setflags(False)  # write=False, positional: 50 ns less
                 return plan.split(got)
         if n and (n <= _FEW or n < _FEW_PER_CHUNK * (c1 - c + 1)):
             # A handful of rows (an equality query's usual answer), or rows scattered

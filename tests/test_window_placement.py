@@ -85,4 +85,5 @@ def test_invokes_at_now_answer_as_a_brute_force_across_inserts_and_clock_moves(
             want = _expected(rows, clock, q)
             for _ in range(times):  # again with nothing between: the kept answers
                 assert db.invoke(handles[q]).rows == want, (q, clock)
+            db._check()
     db.close()
