@@ -94,7 +94,7 @@ class Stream:
         until the stream changes."""
         if self.max_window is None or self.last_ts is None:
             return self.stem.start_seq
-        key = (self.last_ts, self.stem.uid, self.stem.start_seq, self.stem.end_seq)
+        key = (self.last_ts, self.stem.uid, self.stem.version)
         if self._visible is None or self._visible[0] != key:
             self._visible = (key, self.stem.first_seq_at_or_after(self.last_ts - self.max_window))
         return self._visible[1]

@@ -193,6 +193,7 @@ def paper_workload(sizes: list[int], warm: int, measured: int, seed: int) -> Sec
         ],
     )
     rng = np.random.default_rng(seed)
+    per = max(1, measured // PAPER_ROUNDS)  # batches per path and round
     shared, by_rows, unshared, naive = [], [], [], []
     for n in sizes:
         queries = paper_queries(rng, n)
@@ -211,7 +212,6 @@ def paper_workload(sizes: list[int], warm: int, measured: int, seed: int) -> Sec
         # round's. The row API (Python tuples, as a client without numpy sends them) takes
         # the next `per` batches of the stream after the shared path's, as rows made
         # before the clock starts; the unshared baseline takes the shared path's.
-        per = max(1, measured // PAPER_ROUNDS)
         spans = [(warm + 2 * r * per, warm + (2 * r + 1) * per) for r in range(PAPER_ROUNDS)]
         rows = {
             a: [
@@ -264,7 +264,7 @@ def paper_workload(sizes: list[int], warm: int, measured: int, seed: int) -> Sec
             ]
         )
     sec.notes.append(
-        f"{PAPER_ROUNDS} rounds of {max(1, measured // PAPER_ROUNDS)} batches of {BATCH} "
+        f"{PAPER_ROUNDS} rounds of {per} batches of {BATCH} "
         f"tuples through each path in turn, after {warm} warm-up batches; a path's rate is "
         "its median round's. Constants are "
         "multiples of 32 with probability 0.2, else uniform in [0,255]; each query is an "
