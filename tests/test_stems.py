@@ -5,10 +5,11 @@ Small value domains and tiny blocks make collisions, block boundaries and expiry
 
 from __future__ import annotations
 
+import random
 import weakref
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from psoup.values import Schema
@@ -294,3 +295,67 @@ def test_an_expired_chunk_is_reused_only_when_nothing_reads_it() -> None:
     assert stem.gather("a", np.arange(stem.start_seq, stem.end_seq)).tolist() == [
         10 * t for t in range(stem.start_seq, stem.end_seq)
     ]
+
+
+_copy_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 40)),
+        st.tuples(st.just("expire"), st.integers(0, 30)),
+        # columns (schema positions, the int ones; 3 of 4 or more take whole rows), and
+        # a chunk and the share of its stored rows to gather
+        st.tuples(
+            st.just("gather"),
+            st.sampled_from([[0, 1, 2, 3], [3, 2, 1], [1, 3, 0], [2, 0, 3, 1], [0, 1]]),
+            st.integers(0, 1000),
+            st.floats(0.0, 1.0),
+            st.booleans(),
+        ),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 3), _copy_ops, st.randoms(use_true_random=False))
+# every block of the copied chunk expires: the copy goes with them
+@example(3, [("append", 36), ("gather", [0, 1, 2, 3], 0, 0.6, False), ("expire", 36)],
+         random.Random(0))  # fmt: skip
+def test_gathers_through_row_copies_match_the_rows(block_rows, ops, rnd) -> None:
+    """A wide gather takes whole rows of its chunk's row-major copy (``_row_copy``),
+    filled as rows are appended, kept for the newest chunks gathered from, dropped with
+    its chunk (whose memory a later chunk may reuse): across appends, expiry and gathers
+    in any order, it gives the rows' values, and ``_check`` finds each copy equal to its
+    chunk and counted in the stem's bytes. The threshold is lowered so that the small
+    streams of the test take the copy's path."""
+    saved = data_stem._ROW_COPY_MIN
+    data_stem._ROW_COPY_MIN = 1
+    try:
+        schema = Schema(("t", "a", "b", "c"), ("int", "int", "int", "int"), "t")
+        stem = DataSteM(schema, block_rows=block_rows)
+        rows: list[tuple[int, int, int, int]] = []
+        horizon = 0
+        for op in ops:
+            if op[0] == "append":
+                new = [(len(rows) + i, 3 * (len(rows) + i), -(len(rows) + i), (len(rows) + i) % 7)
+                       for i in range(op[1])]  # fmt: skip
+                rows += new
+                cols = [np.array([r[j] for r in new], dtype=np.int64) for j in range(4)]
+                stem.append(cols, np.array([r[0] for r in new], dtype=np.int64))
+            elif op[0] == "expire":
+                horizon += op[1]
+                stem.expire(horizon)
+            else:
+                _, cols, pick, share, frozen = op
+                stored = list(range(stem.start_seq, stem.end_seq))
+                if not stored:
+                    continue
+                c = stored[pick % len(stored)] // stem.chunk_rows
+                mine = [q for q in stored if q // stem.chunk_rows == c]
+                seqs = sorted(rnd.sample(mine, max(1, int(share * len(mine)))))
+                got = stem.gather_at(cols, np.array(seqs, dtype=np.int64), frozen=frozen)
+                for j, arr in zip(cols, got, strict=True):
+                    assert arr.tolist() == [rows[q][j] for q in seqs], (j, seqs)
+                    assert arr.flags.writeable is not frozen
+            stem._check()
+    finally:
+        data_stem._ROW_COPY_MIN = saved
