@@ -348,6 +348,8 @@ class DataSteM:
                     _Block(self.schema, self._end, B, self._row_of,
                            prev.chunk if same else self._reuse())
                 )  # fmt: skip
+                if not same and self._copies:  # a chunk begins: the oldest copy's is not newest
+                    self._drop_copies(self._end // self.chunk_rows - _ROW_COPIES + 1)
                 self._bytes += _block_bytes(self._blocks[-1])
             blk = self._blocks[-1]
             take = min(B - blk.n, n - done)
@@ -396,8 +398,7 @@ class DataSteM:
                 self._spare = gone  # every block of it expired
             base = blocks[0].first if blocks else self._end
             # a chunk with no block left: its copy goes (the next rows may take new memory)
-            for c in [c for c in self._copies if not blocks or (c + 1) * self.chunk_rows <= base]:
-                self._bytes -= self._copies.pop(c).n * 8 * len(self._row_of)
+            self._drop_copies(base // self.chunk_rows if blocks else None)
             for i, runs in self._index_runs.items():
                 while runs and runs[0].k1 * B <= base:  # every block of it expired
                     r = runs.pop(0)
@@ -557,19 +558,21 @@ class DataSteM:
             return [chunk[plan.span].take(off, axis=1, mode="wrap")]
         return [chunk[plan.rows[j]].take(off, mode="wrap") for j in plan.wide]
 
-    def _row_copy(self, c: int, chunk: np.ndarray) -> np.ndarray:
+    def _row_copy(self, c: int, chunk: np.ndarray) -> np.ndarray | None:
         """Chunk ``c``'s 8-byte columns as a row-major matrix (a row per stored row),
-        filled up to the rows stored now: rows are only appended, so what a copy holds
-        stays right and a later call copies only the rows appended since. Kept for the
-        ``_ROW_COPIES`` chunks last asked for; a chunk's copy goes when it does
-        (``expire``). O(rows appended since x columns) of copying, else O(1)."""
+        filled up to the rows stored now; None when ``c`` is not one of the stream's
+        newest ``_ROW_COPIES`` chunks (where windows lie; an older chunk's gathers read
+        its column-major matrix, so that windows over many chunks never trade copies
+        back and forth). Rows are only appended, so what a copy holds stays right and a
+        later call copies only the rows appended since; a copy goes when its chunk is no
+        longer among the newest (``_drop_copies``) or expires. O(rows appended since x
+        columns) of copying, else O(1)."""
+        CB = self.chunk_rows
+        if c < (self._end - 1) // CB - _ROW_COPIES + 1:
+            return None
         rc = self._copies.get(c)
         if rc is None:
-            if len(self._copies) >= _ROW_COPIES:
-                old = min(self._copies)
-                self._bytes -= self._copies.pop(old).n * 8 * len(self._row_of)
-            rc = self._copies[c] = _RowCopy(self.chunk_rows, len(self._row_of))
-        CB = self.chunk_rows
+            rc = self._copies[c] = _RowCopy(CB, len(self._row_of))
         upto = min(self._end - c * CB, CB)
         if rc.n < upto:
             k = len(self._row_of)
@@ -577,6 +580,11 @@ class DataSteM:
             self._bytes += (upto - rc.n) * 8 * k
             rc.n = upto
         return rc.mat
+
+    def _drop_copies(self, below: int | None) -> None:
+        """Drop the row copies of the chunks before ``below`` (None: every one). O(copies)."""
+        for c in [c for c in self._copies if below is None or c < below]:
+            self._bytes -= self._copies.pop(c).n * 8 * len(self._row_of)
 
     def gather_at(
         self, cols: Sequence[int | None], seqs: np.ndarray, frozen: bool = False
@@ -596,14 +604,15 @@ class DataSteM:
         CB = self.chunk_rows
         if n > _FEW:
             c, c1 = seqs.item(0) // CB, seqs.item(-1) // CB
-            if c == c1 and plan.rowwise and n >= _ROW_COPY_MIN:
+            if plan.rowwise and n >= _ROW_COPY_MIN and c == c1:
                 # A wide result (an invoke's SELECT * of many rows): whole rows of the
                 # chunk's row-major copy, their columns strided views of one take.
-                chunk = blocks[max(0, (c * CB - base) // B)].chunk
-                got = self._row_copy(c, chunk).take(seqs - c * CB if c else seqs, 0, None, "wrap")
-                if frozen:
-                    got.setflags(False)  # views inherit it
-                return plan.pick(got.T)
+                rows = self._row_copy(c, blocks[max(0, (c * CB - base) // B)].chunk)
+                if rows is not None:
+                    got = rows.take(seqs - c * CB if c else seqs, 0, None, "wrap")
+                    if frozen:
+                        got.setflags(False)  # views inherit it
+                    return plan.pick(got.T)
             if c == c1 and plan.plain:
                 # The usual invoke (every column an int64 row of one chunk's matrix):
                 # one take, its rows the answer, decided before the general path's steps.
@@ -626,6 +635,16 @@ class DataSteM:
             return _read_only(outs) if frozen else outs
         if not len(seqs):
             outs = [np.empty(0, dtype=d) for d in dtypes]
+            return _read_only(outs) if frozen else outs
+        if plan.rowwise and n >= _ROW_COPY_MIN and c >= (self._end - 1) // CB - _ROW_COPIES + 1:
+            # A wide result over the newest chunks: whole rows of each one's copy, one
+            # concatenate per column joins them.
+            pieces = [
+                plan.pick(self._row_copy(c, blocks[max(0, (c * CB - base) // B)].chunk)
+                          .take(seqs[a:z] - c * CB if c else seqs[a:z], 0, None, "wrap").T)
+                for a, z, c in self._runs(seqs, CB)
+            ]  # fmt: skip
+            outs = [np.concatenate(p) for p in zip(*pieces, strict=True)]
             return _read_only(outs) if frozen else outs
         outs: list = [None] * len(cols)
         # The 8-byte columns as rows of the chunks' matrices: the takes of each chunk
@@ -923,9 +942,10 @@ class DataSteM:
             assert last.first + last.n == self._end
         CB = self.chunk_rows
         chunks = {b.first // CB: b.chunk for b in self._blocks}
-        assert len(self._copies) <= _ROW_COPIES, "too many row copies"
+        low = (self._end - 1) // CB - _ROW_COPIES + 1
         for c, rc in self._copies.items():
             assert c in chunks, "a row copy outlived its chunk"
+            assert c >= low, "a row copy of a chunk not among the newest"
             assert rc.n <= min(self._end - c * CB, CB), "a row copy past the stored rows"
             k = len(self._row_of)
             assert np.array_equal(rc.mat[: rc.n], chunks[c][:k, : rc.n].T), "row copy differs"

@@ -301,13 +301,15 @@ _copy_ops = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(1, 40)),
         st.tuples(st.just("expire"), st.integers(0, 30)),
-        # columns (schema positions, the int ones; 3 of 4 or more take whole rows), and
-        # a chunk and the share of its stored rows to gather
+        # columns (schema positions, the int ones; 3 of 4 or more take whole rows), a
+        # chunk and the share of its stored rows to gather (or of every stored row,
+        # across chunks: ``across``), and whether the result comes read-only
         st.tuples(
             st.just("gather"),
             st.sampled_from([[0, 1, 2, 3], [3, 2, 1], [1, 3, 0], [2, 0, 3, 1], [0, 1]]),
             st.integers(0, 1000),
             st.floats(0.0, 1.0),
+            st.booleans(),
             st.booleans(),
         ),
     ),
@@ -318,15 +320,16 @@ _copy_ops = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(st.integers(1, 3), _copy_ops, st.randoms(use_true_random=False))
 # every block of the copied chunk expires: the copy goes with them
-@example(3, [("append", 36), ("gather", [0, 1, 2, 3], 0, 0.6, False), ("expire", 36)],
+@example(3, [("append", 36), ("gather", [0, 1, 2, 3], 0, 0.6, False, False), ("expire", 36)],
          random.Random(0))  # fmt: skip
 def test_gathers_through_row_copies_match_the_rows(block_rows, ops, rnd) -> None:
-    """A wide gather takes whole rows of its chunk's row-major copy (``_row_copy``),
-    filled as rows are appended, kept for the newest chunks gathered from, dropped with
-    its chunk (whose memory a later chunk may reuse): across appends, expiry and gathers
-    in any order, it gives the rows' values, and ``_check`` finds each copy equal to its
-    chunk and counted in the stem's bytes. The threshold is lowered so that the small
-    streams of the test take the copy's path."""
+    """A wide gather from the stream's newest chunks takes whole rows of their row-major
+    copies (``_row_copy``), filled as rows are appended, dropped when a newer chunk
+    begins or with their chunk (whose memory a later chunk may reuse); from older chunks
+    it reads the column-major matrices. Across appends, expiry and gathers in one chunk
+    or across chunks, in any order, it gives the rows' values, and ``_check`` finds each
+    copy of a newest chunk, equal to it, and counted in the stem's bytes. The threshold
+    is lowered so that the test's small streams take the copies' path."""
     saved = data_stem._ROW_COPY_MIN
     data_stem._ROW_COPY_MIN = 1
     try:
@@ -345,12 +348,12 @@ def test_gathers_through_row_copies_match_the_rows(block_rows, ops, rnd) -> None
                 horizon += op[1]
                 stem.expire(horizon)
             else:
-                _, cols, pick, share, frozen = op
+                _, cols, pick, share, frozen, across = op
                 stored = list(range(stem.start_seq, stem.end_seq))
                 if not stored:
                     continue
                 c = stored[pick % len(stored)] // stem.chunk_rows
-                mine = [q for q in stored if q // stem.chunk_rows == c]
+                mine = stored if across else [q for q in stored if q // stem.chunk_rows == c]
                 seqs = sorted(rnd.sample(mine, max(1, int(share * len(mine)))))
                 got = stem.gather_at(cols, np.array(seqs, dtype=np.int64), frozen=frozen)
                 for j, arr in zip(cols, got, strict=True):
