@@ -303,7 +303,7 @@ class DataSteM:
         return b.last
 
     def nbytes(self) -> int:
-        """Bytes held by column arrays and block indexes. O(1)."""
+        """Bytes held by column arrays, block indexes and row copies (``_row_copy``). O(1)."""
         return self._bytes
 
     def indexed_attrs(self) -> dict[str, int]:
