@@ -4,9 +4,11 @@ Rows are numbered by ``seq``, their position in the stream since it was created 
 ...). Storage is a list of fixed-size blocks; block ``k`` holds seqs ``[k*B, (k+1)*B)``
 with one numpy array per attribute plus the global tuple ids, so a stored tuple costs its
 values and no Python object; the 8-byte columns of 16 consecutive blocks share one
-matrix (a chunk), so gathering result rows is one take per chunk. Timestamps are
-non-decreasing in seq order, which makes every time window a seq range found by binary
-search.
+matrix (a chunk), so gathering result rows is one take per chunk. A chunk's matrix is
+column-major (a row per column), what scans and index builds read; a wide result from
+one of the stream's two newest chunks is taken as whole rows of a row-major copy of it
+instead, filled as rows arrive (``_row_copy``). Timestamps are non-decreasing in seq
+order, which makes every time window a seq range found by binary search.
 
 Expiry drops whole blocks (the block compartments of Streaming Tables, seeds/001 VI.D):
 O(1) amortised per tuple. Which tuples are *visible* is decided by the caller's horizon
