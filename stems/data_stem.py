@@ -354,8 +354,6 @@ class DataSteM:
                     _Block(self.schema, self._end, B, self._row_of,
                            prev.chunk if same else self._reuse())
                 )  # fmt: skip
-                if not same and self._copies:  # a chunk begins: the oldest copy's is not newest
-                    self._drop_copies(self._end // self.chunk_rows - _ROW_COPIES + 1)
                 self._bytes += _block_bytes(self._blocks[-1])
             blk = self._blocks[-1]
             take = min(B - blk.n, n - done)
@@ -366,6 +364,8 @@ class DataSteM:
             blk.last = blk.cols[self._ti][blk.n - 1].item()
             done += take
             self._end += take
+        if self._copies and min(self._copies) < self._copied_from():  # a new chunk began
+            self._drop_copies(self._copied_from())
         self.version += 1
         return first
 
@@ -573,9 +573,9 @@ class DataSteM:
         later call copies only the rows appended since; a copy goes when its chunk is no
         longer among the newest (``_drop_copies``) or expires. O(rows appended since x
         columns) of copying, else O(1)."""
-        CB = self.chunk_rows
-        if c < (self._end - 1) // CB - _ROW_COPIES + 1:
+        if c < self._copied_from():
             return None
+        CB = self.chunk_rows
         rc = self._copies.get(c)
         if rc is None:
             rc = self._copies[c] = _RowCopy(CB, len(self._row_of))
@@ -586,6 +586,11 @@ class DataSteM:
             self._bytes += (upto - rc.n) * 8 * k
             rc.n = upto
         return rc.mat
+
+    def _copied_from(self) -> int:
+        """The oldest chunk that may have a row copy: the stream's newest ``_ROW_COPIES``
+        chunks have one. O(1)."""
+        return (self._end - 1) // self.chunk_rows - _ROW_COPIES + 1
 
     def _drop_copies(self, below: int | None) -> None:
         """Drop the row copies of the chunks before ``below`` (None: every one). O(copies)."""
@@ -615,7 +620,7 @@ class DataSteM:
                 # chunk's row-major copy, their columns strided views of one take.
                 rows = self._row_copy(c, blocks[max(0, (c * CB - base) // B)].chunk)
                 if rows is not None:
-                    got = rows.take(seqs - c * CB if c else seqs, 0, None, "wrap")
+                    got = rows.take(seqs - c * CB if c else seqs, axis=0, mode="wrap")
                     if frozen:
                         got.setflags(False)  # views inherit it
                     return plan.pick(got.T)
@@ -642,12 +647,12 @@ class DataSteM:
         if not len(seqs):
             outs = [np.empty(0, dtype=d) for d in dtypes]
             return _read_only(outs) if frozen else outs
-        if plan.rowwise and n >= _ROW_COPY_MIN and c >= (self._end - 1) // CB - _ROW_COPIES + 1:
+        if plan.rowwise and n >= _ROW_COPY_MIN and c >= self._copied_from():
             # A wide result over the newest chunks: whole rows of each one's copy, one
             # concatenate per column joins them.
             pieces = [
                 plan.pick(self._row_copy(c, blocks[max(0, (c * CB - base) // B)].chunk)
-                          .take(seqs[a:z] - c * CB if c else seqs[a:z], 0, None, "wrap").T)
+                          .take(seqs[a:z] - c * CB if c else seqs[a:z], axis=0, mode="wrap").T)
                 for a, z, c in self._runs(seqs, CB)
             ]  # fmt: skip
             outs = [np.concatenate(p) for p in zip(*pieces, strict=True)]
@@ -948,10 +953,9 @@ class DataSteM:
             assert last.first + last.n == self._end
         CB = self.chunk_rows
         chunks = {b.first // CB: b.chunk for b in self._blocks}
-        low = (self._end - 1) // CB - _ROW_COPIES + 1
         for c, rc in self._copies.items():
             assert c in chunks, "a row copy outlived its chunk"
-            assert c >= low, "a row copy of a chunk not among the newest"
+            assert c >= self._copied_from(), "a row copy of a chunk not among the newest"
             assert rc.n <= min(self._end - c * CB, CB), "a row copy past the stored rows"
             k = len(self._row_of)
             assert np.array_equal(rc.mat[: rc.n], chunks[c][:k, : rc.n].T), "row copy differs"
