@@ -110,7 +110,7 @@ _RUN_SEGMENTS = 4
 #: asked only for small results (an equality query's) pays no copy's memory or filling.
 _ROW_COPY_MIN = 256
 #: At most this many chunks of a stream keep a row-major copy (the newest ones gathered
-#: from: windows lie at the stream's end), so a copy costs at most twice a chunk's columns.
+#: from: windows lie at the stream's end), so the copies hold at most two chunks' memory.
 _ROW_COPIES = 2
 
 _FEW = 4  # gathers of at most this many rows go value by value
