@@ -109,8 +109,8 @@ _RUN_SEGMENTS = 4
 #: 1.13 at 256 rows, 0.97 against 0.91 at 128: scratch ``/tmp/s61/be.py``), so a stream
 #: asked only for small results (an equality query's) pays no copy's memory or filling.
 _ROW_COPY_MIN = 256
-#: At most this many chunks of a stream keep a row-major copy (the newest ones gathered
-#: from: windows lie at the stream's end), so the copies hold at most two chunks' memory.
+#: This many chunks of a stream may keep a row-major copy, its newest (windows lie at its
+#: end), so a stream's copies hold at most two chunks' memory.
 _ROW_COPIES = 2
 
 _FEW = 4  # gathers of at most this many rows go value by value
