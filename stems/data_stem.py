@@ -236,6 +236,11 @@ class _RowCopy:
         self.mat = np.empty((rows, k), dtype=np.int64)  # pages given as rows are filled
         self.n = 0
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its filled rows (what the stem counts). O(1)."""
+        return self.n * self.mat.shape[1] * 8
+
 
 class DataSteM:
     """Columnar storage of one stream, in blocks of ``block_rows`` rows.
@@ -326,7 +331,7 @@ class DataSteM:
             for r in runs:
                 total += _index_bytes(((r.vals, r.order),))
                 indexed[i] = indexed.get(i, 0) + r.k1 - r.k0
-        total += sum(rc.n * 8 * len(self._row_of) for rc in self._copies.values())
+        total += sum(rc.nbytes for rc in self._copies.values())
         return total, indexed
 
     def _count_index(self, i: int, entry: tuple[np.ndarray, np.ndarray], blocks: int) -> None:
@@ -566,28 +571,48 @@ class DataSteM:
             return [chunk[plan.span].take(off, axis=1, mode="wrap")]
         return [chunk[plan.rows[j]].take(off, mode="wrap") for j in plan.wide]
 
-    def _row_copy(self, c: int, chunk: np.ndarray) -> np.ndarray | None:
+    def _row_copy(self, c: int, chunk: np.ndarray) -> np.ndarray:
         """Chunk ``c``'s 8-byte columns as a row-major matrix (a row per stored row),
-        filled up to the rows stored now; None when ``c`` is not one of the stream's
-        newest ``_ROW_COPIES`` chunks (where windows lie; an older chunk's gathers read
-        its column-major matrix, so that windows over many chunks never trade copies
-        back and forth). Rows are only appended, so what a copy holds stays right and a
-        later call copies only the rows appended since; a copy goes when its chunk is no
-        longer among the newest (``_drop_copies``) or expires. O(rows appended since x
-        columns) of copying, else O(1)."""
-        if c < self._copied_from():
-            return None
+        filled up to the rows stored now; ``c`` one of the stream's newest
+        ``_ROW_COPIES`` chunks (``_copied_from``: where windows lie; an older chunk's
+        gathers read its column-major matrix, so that windows over many chunks never
+        trade copies back and forth). Rows are only appended, so what a copy holds stays
+        right and a later call copies only the rows appended since; a copy goes when its
+        chunk is no longer among the newest (``_drop_copies``) or expires. O(rows
+        appended since x columns) of copying, else O(1)."""
         CB = self.chunk_rows
         rc = self._copies.get(c)
         if rc is None:
             rc = self._copies[c] = _RowCopy(CB, len(self._row_of))
         upto = min(self._end - c * CB, CB)
         if rc.n < upto:
-            k = len(self._row_of)
-            rc.mat[rc.n : upto] = chunk[:k, rc.n : upto].T
-            self._bytes += (upto - rc.n) * 8 * k
+            before = rc.nbytes
+            rc.mat[rc.n : upto] = chunk[: len(self._row_of), rc.n : upto].T
             rc.n = upto
+            self._bytes += rc.nbytes - before
         return rc.mat
+
+    def _rows_from_copies(
+        self, plan: _GatherPlan, seqs: np.ndarray, c: int, c1: int, frozen: bool
+    ) -> Sequence[np.ndarray]:
+        """``gather_at`` of a wide result in chunks ``c..c1``, all of them copied ones:
+        whole rows of each chunk's row-major copy, the result's columns strided views of
+        the one take when one chunk holds them, joined by one concatenate per column
+        otherwise. O(len(seqs) x row width) in C."""
+        blocks, CB = self._blocks, self.chunk_rows
+        base, B = blocks[0].first, self.block_rows
+        if c == c1:
+            copy = self._row_copy(c, blocks[max(0, (c * CB - base) // B)].chunk)
+            got = copy.take(seqs - c * CB if c else seqs, axis=0, mode="wrap")
+            if frozen:
+                got.setflags(False)  # views inherit it
+            return plan.pick(got.T)
+        pieces = []
+        for a, z, k in self._runs(seqs, CB):
+            copy = self._row_copy(k, blocks[max(0, (k * CB - base) // B)].chunk)
+            pieces.append(plan.pick(copy.take(seqs[a:z] - k * CB, axis=0, mode="wrap").T))
+        outs = [np.concatenate(p) for p in zip(*pieces, strict=True)]
+        return _read_only(outs) if frozen else outs
 
     def _copied_from(self) -> int:
         """The oldest chunk that may have a row copy: the stream's newest ``_ROW_COPIES``
@@ -597,7 +622,7 @@ class DataSteM:
     def _drop_copies(self, below: int | None) -> None:
         """Drop the row copies of the chunks before ``below`` (None: every one). O(copies)."""
         for c in [c for c in self._copies if below is None or c < below]:
-            self._bytes -= self._copies.pop(c).n * 8 * len(self._row_of)
+            self._bytes -= self._copies.pop(c).nbytes
 
     def gather_at(
         self, cols: Sequence[int | None], seqs: np.ndarray, frozen: bool = False
@@ -617,15 +642,9 @@ class DataSteM:
         CB = self.chunk_rows
         if n > _FEW:
             c, c1 = seqs.item(0) // CB, seqs.item(-1) // CB
-            if plan.rowwise and n >= _ROW_COPY_MIN and c == c1:
-                # A wide result (an invoke's SELECT * of many rows): whole rows of the
-                # chunk's row-major copy, their columns strided views of one take.
-                rows = self._row_copy(c, blocks[max(0, (c * CB - base) // B)].chunk)
-                if rows is not None:
-                    got = rows.take(seqs - c * CB if c else seqs, axis=0, mode="wrap")
-                    if frozen:
-                        got.setflags(False)  # views inherit it
-                    return plan.pick(got.T)
+            if plan.rowwise and n >= _ROW_COPY_MIN and c >= self._copied_from():
+                # A wide result (an invoke's SELECT * of many rows) from the newest chunks
+                return self._rows_from_copies(plan, seqs, c, c1, frozen)
             if c == c1 and plan.plain:
                 # The usual invoke (every column an int64 row of one chunk's matrix):
                 # one take, its rows the answer, decided before the general path's steps.
@@ -648,16 +667,6 @@ class DataSteM:
             return _read_only(outs) if frozen else outs
         if not len(seqs):
             outs = [np.empty(0, dtype=d) for d in dtypes]
-            return _read_only(outs) if frozen else outs
-        if plan.rowwise and n >= _ROW_COPY_MIN and c >= self._copied_from():
-            # A wide result over the newest chunks: whole rows of each one's copy, one
-            # concatenate per column joins them.
-            pieces = [
-                plan.pick(self._row_copy(c, blocks[max(0, (c * CB - base) // B)].chunk)
-                          .take(seqs[a:z] - c * CB if c else seqs[a:z], axis=0, mode="wrap").T)
-                for a, z, c in self._runs(seqs, CB)
-            ]  # fmt: skip
-            outs = [np.concatenate(p) for p in zip(*pieces, strict=True)]
             return _read_only(outs) if frozen else outs
         outs: list = [None] * len(cols)
         # The 8-byte columns as rows of the chunks' matrices: the takes of each chunk
